@@ -1,0 +1,226 @@
+use apache_avro::Schema;
+use apache_avro::types::Value;
+use chronicle_model::testing::{batch_of_every_kind, group, ts};
+use chronicle_model::{Command, EpisodeType, EventBatch, NewEpisode};
+use proptest::prelude::*;
+use uuid::Uuid;
+
+use super::*;
+
+static EVENTS: std::sync::LazyLock<EventBatchCodec> =
+    std::sync::LazyLock::new(EventBatchCodec::new);
+static COMMANDS: std::sync::LazyLock<CommandCodec> = std::sync::LazyLock::new(CommandCodec::new);
+
+fn commands() -> Vec<Command> {
+    let g = group("tenant-1");
+    let mut metadata = chronicle_model::Attributes::new();
+    metadata.insert("speaker".into(), serde_json::json!("Alice"));
+    vec![
+        Command::AddEpisode(NewEpisode {
+            uuid: Uuid::from_u128(1),
+            group_id: g.clone(),
+            name: "ep".into(),
+            content: "Alice: I moved to Shanghai".into(),
+            source: EpisodeType::Message,
+            source_description: "chat".into(),
+            reference_time: ts("2025-03-01T09:00:00.000001Z"),
+            previous_episode_uuids: Some(vec![Uuid::from_u128(2)]),
+            saga: Some("relocation".into()),
+            metadata,
+        }),
+        Command::AddEpisode(NewEpisode {
+            uuid: Uuid::from_u128(3),
+            group_id: g.clone(),
+            name: String::new(),
+            content: "{}".into(),
+            source: EpisodeType::FactTriple,
+            source_description: String::new(),
+            reference_time: ts("1970-01-01T00:00:00Z"),
+            previous_episode_uuids: None,
+            saga: None,
+            metadata: Default::default(),
+        }),
+        Command::RetractEpisode {
+            uuid: Uuid::from_u128(4),
+            group_id: g.clone(),
+            episode_uuid: Uuid::from_u128(1),
+        },
+        Command::BuildCommunities {
+            uuid: Uuid::from_u128(5),
+            group_id: g.clone(),
+        },
+        Command::SummarizeSaga {
+            uuid: Uuid::from_u128(6),
+            group_id: g,
+            saga: "relocation".into(),
+        },
+    ]
+}
+
+#[test]
+fn every_command_round_trips() {
+    let codec = CommandCodec::new();
+    for c in commands() {
+        let bytes = codec.encode(&c);
+        assert_eq!(&bytes[..2], &[0xC3, 0x01]);
+        assert_eq!(codec.decode(&bytes).unwrap(), c);
+    }
+}
+
+#[test]
+fn every_event_variant_round_trips() {
+    let codec = EventBatchCodec::new();
+    let batch = batch_of_every_kind(&group("g"));
+    assert_eq!(batch.events.len(), 13, "one event per variant");
+    let bytes = codec.encode(&batch);
+    assert_eq!(codec.decode(&bytes).unwrap(), batch);
+    let dead = EventBatch::dead_lettered(
+        Uuid::from_u128(5),
+        group("g"),
+        ts("2025-01-01T00:00:00Z"),
+        None,
+        "undecodable".into(),
+    );
+    assert_eq!(codec.decode(&codec.encode(&dead)).unwrap(), dead);
+}
+
+#[test]
+fn header_matches_the_libraries_single_object_writer() {
+    let codec = CommandCodec::new();
+    let schema = Schema::parse_str(COMMAND_SCHEMA).unwrap();
+    let mut theirs = Vec::new();
+    let mut writer =
+        apache_avro::GenericSingleObjectWriter::new_with_capacity(&schema, 1024).unwrap();
+    writer
+        .write_value(commands()[0].to_avro(), &mut theirs)
+        .unwrap();
+    assert_eq!(theirs, codec.encode(&commands()[0]));
+}
+
+/// The current event-batch schema with one more optional field on the batch record.
+fn schema_with_trace_id() -> String {
+    let mut json: serde_json::Value = serde_json::from_str(EVENT_BATCH_SCHEMA).unwrap();
+    json["fields"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!(
+            {"name": "trace_id", "type": ["null", "string"], "default": null}
+        ));
+    json.to_string()
+}
+
+fn with_trace_id(v: Value) -> Value {
+    let Value::Record(mut fields) = v else {
+        panic!("record")
+    };
+    fields.push((
+        "trace_id".into(),
+        Value::Union(1, Box::new(Value::String("t-1".into()))),
+    ));
+    Value::Record(fields)
+}
+
+#[test]
+fn newer_writer_with_added_optional_field_is_read_by_old_reader() {
+    let batch = batch_of_every_kind(&group("g"));
+    let v2_json = schema_with_trace_id();
+    let v2 = EventBatchCodec::with_reader_schema(Schema::parse_str(&v2_json).unwrap());
+    let bytes = v2.encode_value(with_trace_id(batch.to_avro())).unwrap();
+    assert_ne!(v2.fingerprint(), EventBatchCodec::new().fingerprint());
+
+    let old_reader = EventBatchCodec::new();
+    assert!(matches!(
+        old_reader.decode(&bytes),
+        Err(CodecError::UnknownFingerprint(_))
+    ));
+    let old_reader = old_reader.with_known_writer(&v2_json).unwrap();
+    assert_eq!(old_reader.decode(&bytes).unwrap(), batch);
+}
+
+#[test]
+fn old_writer_is_read_by_newer_reader_with_the_default() {
+    let batch = batch_of_every_kind(&group("g"));
+    let bytes = EventBatchCodec::new().encode(&batch);
+    let v2 =
+        EventBatchCodec::with_reader_schema(Schema::parse_str(&schema_with_trace_id()).unwrap())
+            .with_known_writer(EVENT_BATCH_SCHEMA)
+            .unwrap();
+    let value = v2.decode_value(&bytes).unwrap();
+    let Value::Record(fields) = &value else {
+        panic!("record")
+    };
+    let trace = fields
+        .iter()
+        .find(|(k, _)| k == "trace_id")
+        .map(|(_, v)| v.clone());
+    assert!(
+        matches!(trace, Some(Value::Union(0, ref b)) if **b == Value::Null)
+            || matches!(trace, Some(Value::Null)),
+        "default applied: {trace:?}"
+    );
+    assert_eq!(EventBatch::from_avro(value).unwrap(), batch);
+}
+
+#[test]
+fn bad_records_are_typed_errors() {
+    let codec = EventBatchCodec::new();
+    assert!(matches!(
+        codec.decode(b"abc"),
+        Err(CodecError::Truncated { len: 3, need: 10 })
+    ));
+    assert!(matches!(
+        codec.decode(b"{\"json\": \"not avro\"}"),
+        Err(CodecError::NotSingleObject(_))
+    ));
+    let mut unknown = vec![0xC3, 0x01];
+    unknown.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let err = codec.decode(&unknown).unwrap_err();
+    assert!(err.to_string().contains("0102030405060708"), "{err}");
+    // A command is not an event batch.
+    let cmd = CommandCodec::new().encode(&commands()[0]);
+    assert!(matches!(
+        codec.decode(&cmd),
+        Err(CodecError::UnknownFingerprint(_))
+    ));
+    // Valid Avro whose group id breaks the model's rules.
+    let mut batch = batch_of_every_kind(&group("g")).to_avro();
+    if let Value::Record(fields) = &mut batch {
+        fields[1].1 = Value::String("bad group/id".into());
+    }
+    let err = codec
+        .decode(&codec.encode_value(batch).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(err, CodecError::Field { ref field, .. } if field == "EventBatch.group_id"),
+        "{err}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let _ = EVENTS.decode(&bytes);
+        let _ = COMMANDS.decode(&bytes);
+    }
+
+    #[test]
+    fn random_bodies_behind_a_valid_header_never_panic(body in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let framed = |fp: [u8; 8]| [&[0xC3, 0x01][..], &fp, &body].concat();
+        let _ = EVENTS.decode(&framed(EVENTS.fingerprint()));
+        let _ = COMMANDS.decode(&framed(COMMANDS.fingerprint()));
+    }
+
+    #[test]
+    fn truncated_and_corrupted_records_never_panic(cut in 0usize..4000, flip in 0usize..4000, bit in 0u8..8) {
+        let codec = &*EVENTS;
+        let bytes = codec.encode(&batch_of_every_kind(&group("g")));
+        let cut = cut % bytes.len();
+        prop_assert!(codec.decode(&bytes[..cut]).is_err(), "a strict prefix never decodes");
+        let mut corrupted = bytes.clone();
+        let i = flip % corrupted.len();
+        corrupted[i] ^= 1 << bit;
+        let _ = codec.decode(&corrupted);
+    }
+}

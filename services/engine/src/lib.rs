@@ -1,0 +1,15 @@
+//! chronicle's pure core.
+//!
+//! * [`evolve`] — the fold `(state, event) -> state`, shared by every projection;
+//! * [`state`] — the records a fold works on, and one group's in-memory state.
+//!
+//! Nothing here performs I/O or knows an adapter.
+
+pub mod evolve;
+pub mod state;
+
+pub use evolve::{Applied, apply, apply_batch};
+pub use state::{GraphRecords, GroupState};
+
+#[cfg(test)]
+mod fold_tests;

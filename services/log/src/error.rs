@@ -1,0 +1,50 @@
+//! Log errors.
+
+use thiserror::Error;
+
+/// Why a log operation failed.
+#[derive(Debug, Error)]
+pub enum LogError {
+    /// The topic does not exist (topics are created explicitly).
+    #[error("topic `{0}` does not exist; create it first")]
+    UnknownTopic(String),
+    /// The partition number is not below the topic's partition count.
+    #[error("topic `{topic}` has {count} partitions; partition {partition} does not exist")]
+    NoSuchPartition {
+        /// The topic.
+        topic: String,
+        /// The requested partition.
+        partition: u32,
+        /// The topic's partition count.
+        count: u32,
+    },
+    /// A topic needs at least one partition.
+    #[error("a topic needs at least one partition")]
+    NoPartitions,
+    /// The embedded storage engine failed.
+    #[error("embedded log storage at {path}: {message}")]
+    Storage {
+        /// The database file.
+        path: String,
+        /// The engine's explanation.
+        message: String,
+    },
+    /// A stored record is malformed (the file was corrupted outside chronicle).
+    #[error("corrupt record at {topic}/{partition}@{offset}: {reason}")]
+    Corrupt {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: u32,
+        /// The offset.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The log was closed while the call was in flight.
+    #[error("the log is closed")]
+    Closed,
+    /// The Kafka client or broker failed.
+    #[error("kafka: {0}")]
+    Kafka(String),
+}

@@ -1,0 +1,176 @@
+//! Episodes: the raw, timestamped inputs every derived fact points back to.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::ContentError;
+use crate::{Attributes, GroupId, Timestamp};
+
+/// What kind of data an episode carries; it selects the extraction prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodeType {
+    /// A chat message, `actor: text`.
+    Message,
+    /// Free text (a document, a note).
+    Text,
+    /// A JSON document.
+    Json,
+    /// A ready-made triple; needs no extraction.
+    FactTriple,
+}
+
+impl EpisodeType {
+    /// All variants, in schema order.
+    pub const ALL: [EpisodeType; 4] = [
+        EpisodeType::Message,
+        EpisodeType::Text,
+        EpisodeType::Json,
+        EpisodeType::FactTriple,
+    ];
+
+    /// The wire name (`message`, `text`, `json`, `fact_triple`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EpisodeType::Message => "message",
+            EpisodeType::Text => "text",
+            EpisodeType::Json => "json",
+            EpisodeType::FactTriple => "fact_triple",
+        }
+    }
+
+    /// Parses a wire name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// A stored episode (graphiti's `EpisodicNode`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// Stable id, assigned when the episode is accepted.
+    pub uuid: Uuid,
+    /// A human-readable name.
+    pub name: String,
+    /// The tenant.
+    pub group_id: GroupId,
+    /// What kind of content this is.
+    pub source: EpisodeType,
+    /// Where it came from, in the caller's words.
+    pub source_description: String,
+    /// The raw content.
+    pub content: String,
+    /// The reference time: when the original document was created.
+    pub valid_at: Timestamp,
+    /// Transaction time: when the log accepted it.
+    pub created_at: Timestamp,
+    /// Facts this episode created, restated or invalidated.
+    pub entity_edges: Vec<Uuid>,
+    /// Free-form caller metadata.
+    pub metadata: Attributes,
+}
+
+/// A submitted episode, as it travels on the episodes log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewEpisode {
+    /// Id assigned at the gateway (or by the caller, for idempotent retries).
+    pub uuid: Uuid,
+    /// The tenant.
+    pub group_id: GroupId,
+    /// A human-readable name.
+    pub name: String,
+    /// The raw content.
+    pub content: String,
+    /// What kind of content this is.
+    pub source: EpisodeType,
+    /// Where it came from.
+    pub source_description: String,
+    /// When the original document was created.
+    pub reference_time: Timestamp,
+    /// Explicit context episodes; `None` means "the last N of the group".
+    pub previous_episode_uuids: Option<Vec<Uuid>>,
+    /// The storyline this episode belongs to, by name.
+    pub saga: Option<String>,
+    /// Free-form caller metadata.
+    pub metadata: Attributes,
+}
+
+/// The content of a `fact_triple` episode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactTriple {
+    /// Source entity name.
+    pub source: String,
+    /// Relation name, e.g. `LIVES_IN`.
+    pub relation: String,
+    /// Target entity name.
+    pub target: String,
+    /// The fact as a sentence; derived from the triple when absent.
+    #[serde(default)]
+    pub fact: Option<String>,
+    /// Labels of the source entity besides `Entity`.
+    #[serde(default)]
+    pub source_labels: Vec<String>,
+    /// Labels of the target entity besides `Entity`.
+    #[serde(default)]
+    pub target_labels: Vec<String>,
+    /// When the fact became true; defaults to the reference time.
+    #[serde(default)]
+    pub valid_at: Option<Timestamp>,
+    /// When it stopped being true.
+    #[serde(default)]
+    pub invalid_at: Option<Timestamp>,
+}
+
+impl FactTriple {
+    /// Parses the content of a `fact_triple` episode.
+    pub fn parse(content: &str) -> Result<Self, ContentError> {
+        let triple: FactTriple =
+            serde_json::from_str(content).map_err(|e| ContentError::BadTriple(e.to_string()))?;
+        if triple.source.trim().is_empty() || triple.target.trim().is_empty() {
+            return Err(ContentError::BadTriple(
+                "source and target must not be empty".into(),
+            ));
+        }
+        if triple.relation.trim().is_empty() {
+            return Err(ContentError::BadTriple("relation must not be empty".into()));
+        }
+        Ok(triple)
+    }
+
+    /// The fact sentence, written from the triple when none was given.
+    pub fn sentence(&self) -> String {
+        match &self.fact {
+            Some(f) if !f.trim().is_empty() => f.clone(),
+            _ => format!(
+                "{} {} {}",
+                self.source,
+                self.relation.to_lowercase().replace('_', " "),
+                self.target
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn triple_parsing() {
+        let t = FactTriple::parse(r#"{"source":"Alice","relation":"LIVES_IN","target":"Beijing"}"#)
+            .unwrap();
+        assert_eq!(t.sentence(), "Alice lives in Beijing");
+        assert!(FactTriple::parse(r#"{"source":"Alice"}"#).is_err());
+        assert!(FactTriple::parse(r#"{"source":"","relation":"R","target":"B"}"#).is_err());
+        assert!(FactTriple::parse("not json").is_err());
+    }
+
+    #[test]
+    fn episode_type_names() {
+        for t in EpisodeType::ALL {
+            assert_eq!(EpisodeType::parse(t.as_str()), Some(t));
+        }
+        assert_eq!(EpisodeType::parse("audio"), None);
+    }
+}

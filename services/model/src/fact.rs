@@ -1,0 +1,157 @@
+//! Facts: relations between two entities with a valid-time and a
+//! transaction-time window.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{Attributes, GroupId, Timestamp, Window};
+
+/// A fact (graphiti's `EntityEdge`).
+///
+/// A contradicted fact is never deleted: it gets `invalid_at` (valid time)
+/// and `expired_at` (transaction time) and stays searchable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// Stable id.
+    pub uuid: Uuid,
+    /// The tenant.
+    pub group_id: GroupId,
+    /// Source entity.
+    pub source_node_uuid: Uuid,
+    /// Target entity.
+    pub target_node_uuid: Uuid,
+    /// Relation name, e.g. `LIVES_IN`.
+    pub name: String,
+    /// The fact as a sentence.
+    pub fact: String,
+    /// Embedding of the sentence.
+    pub fact_embedding: Option<Vec<f32>>,
+    /// Provenance: every episode that asserted it, in order.
+    pub episodes: Vec<Uuid>,
+    /// Transaction time it was first asserted.
+    pub created_at: Timestamp,
+    /// When it became true in the world.
+    pub valid_at: Option<Timestamp>,
+    /// When it stopped being true in the world.
+    pub invalid_at: Option<Timestamp>,
+    /// When the system learned it no longer holds.
+    pub expired_at: Option<Timestamp>,
+    /// Reference time of the episode that created it.
+    pub reference_time: Timestamp,
+    /// Typed attributes.
+    pub attributes: Attributes,
+    /// Who invalidated it, so a retraction of that episode can restore it.
+    pub invalidated_by: Option<Invalidation>,
+}
+
+/// The audit record of an invalidation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Invalidation {
+    /// The newer fact that contradicted this one, if any.
+    pub by_fact: Option<Uuid>,
+    /// The episode whose decision invalidated it.
+    pub by_episode: Uuid,
+    /// `invalid_at` before the invalidation.
+    pub prior_invalid_at: Option<Timestamp>,
+}
+
+impl Fact {
+    /// `[valid_at, invalid_at)`.
+    pub fn valid_window(&self) -> Window {
+        Window::new(self.valid_at, self.invalid_at)
+    }
+
+    /// `[created_at, expired_at)`.
+    pub fn known_window(&self) -> Window {
+        Window::new(Some(self.created_at), self.expired_at)
+    }
+
+    /// Was the fact true in the world at instant `t`?
+    pub fn is_valid_at(&self, t: Timestamp) -> bool {
+        self.valid_window().contains(t)
+    }
+
+    /// Did the system hold this fact (not yet expired) at transaction time `t`?
+    pub fn was_known_at(&self, t: Timestamp) -> bool {
+        self.known_window().contains(t)
+    }
+
+    /// Neither invalidated nor ended in the world.
+    pub fn is_current(&self) -> bool {
+        self.invalid_at.is_none() && self.expired_at.is_none()
+    }
+
+    /// The fact as the system recorded it at transaction time `t`: `None` if
+    /// it was not yet asserted, without a later invalidation otherwise.
+    /// (Provenance is left whole; filter it by the episodes' `created_at`.)
+    pub fn as_known_at(&self, t: Timestamp) -> Option<Fact> {
+        if self.created_at > t {
+            return None;
+        }
+        let mut fact = self.clone();
+        if fact.expired_at.is_some_and(|e| e > t) {
+            fact.invalid_at = fact
+                .invalidated_by
+                .as_ref()
+                .and_then(|i| i.prior_invalid_at);
+            fact.expired_at = None;
+            fact.invalidated_by = None;
+        }
+        Some(fact)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GroupId;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn fact() -> Fact {
+        Fact {
+            uuid: Uuid::from_u128(1),
+            group_id: GroupId::new("g").unwrap(),
+            source_node_uuid: Uuid::from_u128(2),
+            target_node_uuid: Uuid::from_u128(3),
+            name: "LIVES_IN".into(),
+            fact: "Alice lives in Beijing".into(),
+            fact_embedding: None,
+            episodes: vec![Uuid::from_u128(9)],
+            created_at: ts("2025-01-10T00:00:00Z"),
+            valid_at: Some(ts("2025-01-05T00:00:00Z")),
+            invalid_at: Some(ts("2025-03-01T00:00:00Z")),
+            expired_at: Some(ts("2025-03-02T00:00:00Z")),
+            reference_time: ts("2025-01-05T00:00:00Z"),
+            attributes: Default::default(),
+            invalidated_by: Some(Invalidation {
+                by_fact: Some(Uuid::from_u128(4)),
+                by_episode: Uuid::from_u128(10),
+                prior_invalid_at: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn valid_and_known_time() {
+        let f = fact();
+        assert!(f.is_valid_at(ts("2025-02-28T00:00:00Z")));
+        assert!(!f.is_valid_at(ts("2025-03-01T00:00:00Z")));
+        assert!(!f.is_valid_at(ts("2025-01-01T00:00:00Z")));
+        assert!(!f.was_known_at(ts("2025-01-09T00:00:00Z")));
+        assert!(f.was_known_at(ts("2025-03-01T12:00:00Z")));
+        assert!(!f.was_known_at(ts("2025-03-02T00:00:00Z")));
+        assert!(!f.is_current());
+    }
+
+    #[test]
+    fn as_known_at_undoes_later_invalidations() {
+        let f = fact();
+        assert!(f.as_known_at(ts("2025-01-01T00:00:00Z")).is_none());
+        let before = f.as_known_at(ts("2025-02-01T00:00:00Z")).unwrap();
+        assert!(before.is_current());
+        assert_eq!(f.as_known_at(ts("2025-04-01T00:00:00Z")).unwrap(), f);
+    }
+}
