@@ -2,7 +2,7 @@
 
 use apache_avro::types::Value;
 use chronicle_model::{
-    Community, Entity, Episode, EventBatch, EventKind, Fact, GraphEvent, Invalidation, LogPosition,
+    Community, DecisionStats, Entity, Episode, EventBatch, EventKind, Fact, GraphEvent, Invalidation, LogPosition,
 };
 
 use crate::command::{episode_type, parse_episode_type};
@@ -27,6 +27,7 @@ impl AvroRecord for EventBatch {
                 }),
             ),
             ("dead_letter", opt(self.dead_letter.as_deref(), string)),
+            ("stats", opt(self.stats.as_ref(), stats_to_avro)),
             (
                 "events",
                 Value::Array(self.events.iter().map(event_to_avro).collect()),
@@ -57,6 +58,7 @@ impl AvroRecord for EventBatch {
             tx_time: f.ts("tx_time")?,
             source,
             dead_letter: f.opt_string("dead_letter")?,
+            stats: f.optional("stats")?.map(stats_from_avro).transpose()?,
             events: f
                 .array("events")?
                 .into_iter()
@@ -64,6 +66,47 @@ impl AvroRecord for EventBatch {
                 .collect::<Result<_, _>>()?,
         })
     }
+}
+
+fn counts_to_avro(m: &std::collections::BTreeMap<String, u64>) -> Value {
+    Value::Map(m.iter().map(|(k, v)| (k.clone(), Value::Long(*v as i64))).collect())
+}
+
+fn stats_to_avro(s: &DecisionStats) -> Value {
+    record(vec![
+        ("llm_calls", counts_to_avro(&s.llm_calls)),
+        ("prompt_chars", Value::Long(s.prompt_chars as i64)),
+        ("resolutions", counts_to_avro(&s.resolutions)),
+        ("embeddings", Value::Long(s.embeddings as i64)),
+        ("decide_micros", Value::Long(s.decide_micros as i64)),
+    ])
+}
+
+fn counts_from_avro(path: &str, v: Value) -> Result<std::collections::BTreeMap<String, u64>, CodecError> {
+    match v {
+        Value::Map(m) => m
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::Long(n) if n >= 0 => Ok((k, n as u64)),
+                other => Err(CodecError::field(path, format!("expected a count, found {other:?}"))),
+            })
+            .collect(),
+        other => Err(CodecError::field(path, format!("expected a map, found {other:?}"))),
+    }
+}
+
+fn stats_from_avro(v: Value) -> Result<DecisionStats, CodecError> {
+    let mut f = Fields::of(v, "EventBatch.stats")?;
+    let count = |n: i64, name: &str| {
+        u64::try_from(n).map_err(|_| CodecError::field(format!("EventBatch.stats.{name}"), "negative"))
+    };
+    Ok(DecisionStats {
+        llm_calls: counts_from_avro("EventBatch.stats.llm_calls", f.take("llm_calls")?)?,
+        prompt_chars: count(f.long("prompt_chars")?, "prompt_chars")?,
+        resolutions: counts_from_avro("EventBatch.stats.resolutions", f.take("resolutions")?)?,
+        embeddings: count(f.long("embeddings")?, "embeddings")?,
+        decide_micros: count(f.long("decide_micros")?, "decide_micros")?,
+    })
 }
 
 fn event_to_avro(e: &GraphEvent) -> Value {

@@ -1,11 +1,15 @@
 //! chronicle's pure core.
 //!
 //! * [`evolve`] — the fold `(state, event) -> state`, shared by every projection;
-//! * [`state`] — the records a fold works on, and one group's in-memory state.
+//! * [`state`] — the records a fold works on, and one group's in-memory state;
+//! * [`ports`] — the model and embedding traits adapters implement;
+//! * [`ontology`] — entity and edge types and their rules.
 //!
 //! Nothing here performs I/O or knows an adapter.
 
 pub mod evolve;
+pub mod ontology;
+pub mod ports;
 pub mod state;
 
 pub use evolve::{Applied, apply, apply_batch};

@@ -174,6 +174,23 @@ pub struct EventBatch {
     pub dead_letter: Option<String>,
     /// The events, in application order.
     pub events: Vec<GraphEvent>,
+    /// What the decision cost (not part of the graph; for status and stats).
+    pub stats: Option<DecisionStats>,
+}
+
+/// What one decision cost: model calls, resolutions by tier, embeddings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionStats {
+    /// Model calls by prompt kind.
+    pub llm_calls: std::collections::BTreeMap<String, u64>,
+    /// Characters of prompt sent to the model.
+    pub prompt_chars: u64,
+    /// Entity resolutions by tier (`new`, `exact`, `fuzzy`, `embedding`, `llm`).
+    pub resolutions: std::collections::BTreeMap<String, u64>,
+    /// Texts embedded.
+    pub embeddings: u64,
+    /// Wall time of the decision, in microseconds.
+    pub decide_micros: u64,
 }
 
 impl EventBatch {
@@ -203,6 +220,7 @@ impl EventBatch {
             source,
             dead_letter: None,
             events,
+            stats: None,
         }
     }
 

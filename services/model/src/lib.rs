@@ -19,7 +19,7 @@ pub use community::{Community, Saga};
 pub use entity::{ENTITY_LABEL, Entity, normalize_name};
 pub use episode::{Episode, EpisodeType, FactTriple, NewEpisode};
 pub use error::{ContentError, GroupIdError, TimestampError};
-pub use event::{EventBatch, EventKind, GraphEvent, LogPosition};
+pub use event::{DecisionStats, EventBatch, EventKind, GraphEvent, LogPosition};
 pub use fact::{Fact, Invalidation};
 pub use group::GroupId;
 pub use ids::{IdKind, NAMESPACE, derive_id, derive_named_id};

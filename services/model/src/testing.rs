@@ -157,7 +157,12 @@ fn community(g: &GroupId) -> Community {
 
 /// A batch holding one event of every variant.
 pub fn batch_of_every_kind(g: &GroupId) -> EventBatch {
-    EventBatch::new(
+    let mut stats = crate::DecisionStats::default();
+    stats.llm_calls.insert("extract".into(), 1);
+    stats.resolutions.insert("exact".into(), 2);
+    stats.prompt_chars = 1234;
+    stats.embeddings = 3;
+    let batch = EventBatch::new(
         Uuid::from_u128(99),
         g.clone(),
         ts("2025-03-01T09:00:01Z"),
@@ -166,5 +171,9 @@ pub fn batch_of_every_kind(g: &GroupId) -> EventBatch {
             offset: 42,
         }),
         every_event_kind(g),
-    )
+    );
+    EventBatch {
+        stats: Some(stats),
+        ..batch
+    }
 }
