@@ -7,13 +7,21 @@
 //!
 //! Nothing here performs I/O or knows an adapter.
 
+pub mod decide;
 pub mod evolve;
+pub mod fuzzy;
+pub mod offline;
 pub mod ontology;
 pub mod ports;
 pub mod state;
+pub mod temporal;
 
+pub use decide::{Accepted, DecideConfig, DecideError, Decider};
 pub use evolve::{Applied, apply, apply_batch};
+pub use offline::OfflineExtractor;
 pub use state::{GraphRecords, GroupState};
 
+#[cfg(test)]
+mod decide_tests;
 #[cfg(test)]
 mod fold_tests;

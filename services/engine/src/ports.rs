@@ -269,6 +269,11 @@ pub trait Extractor: Send + Sync {
     /// A short description for logs (`offline`, `openai:gpt-4o-mini@...`).
     fn describe(&self) -> String;
 
+    /// Whether calls go to a language model (and count as LLM calls).
+    fn is_model(&self) -> bool {
+        true
+    }
+
     /// Entities and facts of one episode.
     async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, LlmError>;
 

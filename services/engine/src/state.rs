@@ -6,6 +6,8 @@ use chronicle_model::{Community, Entity, Episode, Fact, GroupId, Saga, Timestamp
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::fuzzy::LshIndex;
+
 /// Read-modify-write access to one group's records: the fold's only view of
 /// storage. The in-memory [`GroupState`] implements it directly; persistent
 /// stores implement it over a write batch, so the same fold serves serving,
@@ -85,6 +87,7 @@ struct Indexes {
     mentioned_by: BTreeMap<Uuid, BTreeSet<Uuid>>,
     saga_of_episode: BTreeMap<Uuid, Uuid>,
     saga_by_name: BTreeMap<String, Uuid>,
+    fuzzy: LshIndex,
 }
 
 impl GroupState {
@@ -210,6 +213,16 @@ impl GroupState {
         out
     }
 
+    /// Entities whose names fuzzy-match `name` (shingle Jaccard ≥ `threshold`), best first.
+    pub fn fuzzy_matches(&self, name: &str, threshold: f64) -> Vec<(&Entity, f64)> {
+        self.index
+            .fuzzy
+            .matches(name, threshold)
+            .into_iter()
+            .filter_map(|(u, j)| Some((self.entities.get(&u)?, j)))
+            .collect()
+    }
+
     /// How many episodes mention an entity.
     pub fn mention_count(&self, entity: &Uuid) -> usize {
         self.index.mentioned_by.get(entity).map_or(0, BTreeSet::len)
@@ -273,10 +286,12 @@ impl GraphRecords for GroupState {
             .entry(normalize_name(&entity.name))
             .or_default()
             .insert(entity.uuid);
+        self.index.fuzzy.insert(entity.uuid, &entity.name);
         self.entities.insert(entity.uuid, entity);
     }
     fn remove_entity(&mut self, uuid: Uuid) {
         if let Some(old) = self.entities.remove(&uuid) {
+            self.index.fuzzy.remove(uuid);
             let key = normalize_name(&old.name);
             if let Some(set) = self.index.entities_by_name.get_mut(&key) {
                 set.remove(&uuid);

@@ -1,13 +1,15 @@
 //! chronicle's `EventLog`: an immutable, partitioned log of keyed records.
 //!
 //! Two adapters share one contract (and one conformance suite):
-//! [`EmbeddedLog`] on redb for the single-process default, and the Kafka
-//! adapter for distributed mode. Records are placed with Kafka's default
+//! [`EmbeddedLog`] on redb for the single-process default, and `KafkaLog`
+//! (cargo feature `kafka`, on by default) for distributed mode. Records are placed with Kafka's default
 //! (murmur2) partitioner, so a group keeps its partition when it moves from
 //! one to the other.
 
 mod embedded;
 mod error;
+#[cfg(feature = "kafka")]
+mod kafka;
 pub mod testing;
 
 use std::time::Duration;
@@ -17,6 +19,8 @@ use chronicle_model::Timestamp;
 
 pub use embedded::{EmbeddedLog, EmbeddedLogOptions};
 pub use error::LogError;
+#[cfg(feature = "kafka")]
+pub use kafka::{KafkaConfig, KafkaLog};
 
 /// The standard topic names under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,237 @@
+//! Time expressions resolved against an episode's reference time.
+//!
+//! Models and the offline extractor return either ISO dates or relative
+//! expressions ("since March", "last year", "two weeks ago"); this one parser
+//! turns both into instants, so every extractor gets the same semantics.
+
+use chrono::{DateTime, Datelike, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
+use chronicle_model::Timestamp;
+
+const MONTHS: [&str; 12] = [
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+];
+
+const NUMBER_WORDS: [&str; 13] = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve",
+];
+
+/// Words that introduce a time expression and carry no meaning of their own.
+const LEADING_WORDS: [&str; 12] = [
+    "since", "from", "in", "on", "at", "as of", "starting", "beginning", "until", "till", "by", "of",
+];
+
+/// Resolves `expression` against `reference`; `None` when it names no time.
+///
+/// Dates without a time of day mean midnight UTC. A bare month ("March") is
+/// the most recent such month at or before the reference; "last year" is
+/// January 1st of the previous year.
+pub fn resolve(expression: &str, reference: Timestamp) -> Option<Timestamp> {
+    let text = expression.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if let Ok(t) = Timestamp::parse_rfc3339(text) {
+        return Some(t);
+    }
+    let lower = normalize(text);
+    let mut s = lower.as_str();
+    loop {
+        let before = s;
+        for w in LEADING_WORDS {
+            if let Some(rest) = s.strip_prefix(w).and_then(|r| r.strip_prefix(' ')) {
+                s = rest.trim_start();
+            }
+        }
+        s = s.strip_prefix("the ").unwrap_or(s);
+        if s == before {
+            break;
+        }
+    }
+    let now = reference.to_datetime();
+    let today = now.date_naive();
+    let at = |d: NaiveDate| Timestamp::from_datetime(Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0)?)).ok();
+    match s {
+        "now" | "today" | "currently" | "present" | "the present" | "right now" | "nowadays" => {
+            return Some(reference);
+        }
+        "yesterday" => return at(today - Duration::days(1)),
+        "tomorrow" => return at(today + Duration::days(1)),
+        "last week" => return at(today - Duration::days(7)),
+        "next week" => return at(today + Duration::days(7)),
+        "this week" => return at(today - Duration::days(today.weekday().num_days_from_monday() as i64)),
+        "last month" => return at(first_of_month(today).checked_sub_months(Months::new(1))?),
+        "this month" => return at(first_of_month(today)),
+        "next month" => return at(first_of_month(today).checked_add_months(Months::new(1))?),
+        "last year" => return at(NaiveDate::from_ymd_opt(today.year() - 1, 1, 1)?),
+        "this year" => return at(NaiveDate::from_ymd_opt(today.year(), 1, 1)?),
+        "next year" => return at(NaiveDate::from_ymd_opt(today.year() + 1, 1, 1)?),
+        _ => {}
+    }
+    if let Some(t) = parse_ago(s, now) {
+        return Timestamp::from_datetime(t).ok();
+    }
+    if let Some(d) = parse_date(s, today) {
+        return at(d);
+    }
+    None
+}
+
+fn normalize(text: &str) -> String {
+    text.to_lowercase()
+        .replace([',', '.'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn first_of_month(d: NaiveDate) -> NaiveDate {
+    d.with_day(1).expect("day 1 exists")
+}
+
+fn number(word: &str) -> Option<i64> {
+    if let Ok(n) = word.parse::<i64>() {
+        return Some(n);
+    }
+    if word == "a" || word == "an" {
+        return Some(1);
+    }
+    NUMBER_WORDS.iter().position(|w| *w == word).map(|n| n as i64)
+}
+
+/// "two weeks ago", "3 days ago", "a year ago".
+fn parse_ago(s: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let rest = s.strip_suffix(" ago")?;
+    let (n, unit) = rest.split_once(' ')?;
+    let n = number(n)?;
+    let unit = unit.trim_end_matches('s');
+    Some(match unit {
+        "minute" => now - Duration::minutes(n),
+        "hour" => now - Duration::hours(n),
+        "day" => now - Duration::days(n),
+        "week" => now - Duration::weeks(n),
+        "month" => now.checked_sub_months(Months::new(u32::try_from(n).ok()?))?,
+        "year" => now.checked_sub_months(Months::new(u32::try_from(n.checked_mul(12)?).ok()?))?,
+        _ => return None,
+    })
+}
+
+fn month(word: &str) -> Option<u32> {
+    let w = word.trim_end_matches('.');
+    MONTHS
+        .iter()
+        .position(|m| *m == w || (w.len() >= 3 && m.starts_with(w) && w.len() <= m.len()))
+        .map(|i| i as u32 + 1)
+}
+
+fn weekday(word: &str) -> Option<Weekday> {
+    word.parse::<Weekday>().ok()
+}
+
+fn day(word: &str) -> Option<u32> {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let d: u32 = digits.parse().ok()?;
+    (1..=31).contains(&d).then_some(d)
+}
+
+fn year(word: &str) -> Option<i32> {
+    let y: i32 = word.parse().ok()?;
+    (1000..=9999).contains(&y).then_some(y)
+}
+
+/// Absolute and partial dates: "2024-01-05", "2020", "march", "march 2024",
+/// "march 3", "march 3 2024", "3 march 2024", "monday", "last monday".
+fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return Some(d);
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(&format!("{s}-01"), "%Y-%m-%d") {
+        return Some(d);
+    }
+    let words: Vec<&str> = s.split(' ').collect();
+    let most_recent = |m: u32, d: u32| {
+        let this_year = NaiveDate::from_ymd_opt(today.year(), m, d)?;
+        if this_year <= today {
+            Some(this_year)
+        } else {
+            NaiveDate::from_ymd_opt(today.year() - 1, m, d)
+        }
+    };
+    match words.as_slice() {
+        [y] if year(y).is_some() => NaiveDate::from_ymd_opt(year(y)?, 1, 1),
+        [m] if month(m).is_some() => most_recent(month(m)?, 1),
+        [w] | ["last", w] if weekday(w).is_some() => {
+            let target = weekday(w)?;
+            let mut d = today - Duration::days(1);
+            while d.weekday() != target {
+                d -= Duration::days(1);
+            }
+            Some(d)
+        }
+        ["last", m] if month(m).is_some() => {
+            let m = month(m)?;
+            let this_year = NaiveDate::from_ymd_opt(today.year(), m, 1)?;
+            if this_year < first_of_month(today) {
+                Some(this_year)
+            } else {
+                NaiveDate::from_ymd_opt(today.year() - 1, m, 1)
+            }
+        }
+        [m, y] if month(m).is_some() && year(y).is_some() => NaiveDate::from_ymd_opt(year(y)?, month(m)?, 1),
+        [m, d] if month(m).is_some() && day(d).is_some() => most_recent(month(m)?, day(d)?),
+        [d, m] if month(m).is_some() && day(d).is_some() => most_recent(month(m)?, day(d)?),
+        [m, d, y] if month(m).is_some() && day(d).is_some() && year(y).is_some() => {
+            NaiveDate::from_ymd_opt(year(y)?, month(m)?, day(d)?)
+        }
+        [d, m, y] if month(m).is_some() && day(d).is_some() && year(y).is_some() => {
+            NaiveDate::from_ymd_opt(year(y)?, month(m)?, day(d)?)
+        }
+        ["early" | "mid" | "late" | "end" | "beginning", rest @ ..] if !rest.is_empty() => {
+            parse_date(&rest.join(" ").trim_start_matches("of ").to_string(), today)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn relative_expressions() {
+        let r = ts("2025-03-15T10:30:00Z");
+        let cases = [
+            ("2024-01-05", "2024-01-05T00:00:00Z"),
+            ("2025-03-01T09:00:00+08:00", "2025-03-01T01:00:00Z"),
+            ("yesterday", "2025-03-14T00:00:00Z"),
+            ("since March", "2025-03-01T00:00:00Z"),
+            ("in January", "2025-01-01T00:00:00Z"),
+            ("since June", "2024-06-01T00:00:00Z"),
+            ("last year", "2024-01-01T00:00:00Z"),
+            ("last month", "2025-02-01T00:00:00Z"),
+            ("two weeks ago", "2025-03-01T10:30:00Z"),
+            ("3 days ago", "2025-03-12T10:30:00Z"),
+            ("a year ago", "2024-03-15T10:30:00Z"),
+            ("in 2020", "2020-01-01T00:00:00Z"),
+            ("March 2024", "2024-03-01T00:00:00Z"),
+            ("on March 3, 2024", "2024-03-03T00:00:00Z"),
+            ("3 March 2024", "2024-03-03T00:00:00Z"),
+            ("March 20", "2024-03-20T00:00:00Z"),
+            ("last Monday", "2025-03-10T00:00:00Z"),
+            ("since the beginning of 2023", "2023-01-01T00:00:00Z"),
+            ("2019-06", "2019-06-01T00:00:00Z"),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(resolve(expr, r), Some(ts(want)), "{expr}");
+        }
+        assert_eq!(resolve("now", r), Some(r));
+        for nothing in ["", "whenever", "the other day", "march madness", "31 february 2024"] {
+            assert_eq!(resolve(nothing, r), None, "{nothing}");
+        }
+    }
+}

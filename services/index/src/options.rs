@@ -1,0 +1,50 @@
+//! Tuning knobs, with defaults measured on 384-dimension embeddings.
+
+/// How the index is built; [`Default`] suits the projector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexOptions {
+    /// A (group, kind) vector sub-index with fewer live vectors than this is
+    /// scanned exactly; at or above it an HNSW graph is built. Exact scans
+    /// are cheap and perfect at small sizes, and most tenants are small.
+    pub brute_force_below: usize,
+    /// HNSW parameters for sub-indices above the threshold.
+    pub hnsw: HnswParams,
+    /// Memory budget of the tantivy writer, in bytes (at least 15 MB per
+    /// thread).
+    pub writer_memory_bytes: usize,
+    /// tantivy indexing threads. One keeps small frequent commits to one
+    /// new segment each.
+    pub writer_threads: usize,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            brute_force_below: 10_000,
+            hnsw: HnswParams::default(),
+            writer_memory_bytes: 64 << 20,
+            writer_threads: 1,
+        }
+    }
+}
+
+/// Parameters of the HNSW graphs (Malkov & Yashunin).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HnswParams {
+    /// Neighbours kept per node and layer (`M`); at most 256.
+    pub max_connections: usize,
+    /// Candidate list size while inserting; higher builds slower, finds better.
+    pub ef_construction: usize,
+    /// Candidate list size while searching (raised to the fetch size).
+    pub ef_search: usize,
+}
+
+impl Default for HnswParams {
+    fn default() -> Self {
+        HnswParams {
+            max_connections: 16,
+            ef_construction: 200,
+            ef_search: 96,
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! Vector search: one sub-index per (group, kind), so a tenant's query never
+//! walks another tenant's graph and small tenants are scanned exactly.
+//!
+//! Changes are staged by the writer and applied here at commit, so vector
+//! search, like text search, sees committed data only.
+
+mod math;
+mod set;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chronicle_model::GroupId;
+use uuid::Uuid;
+
+use crate::{DocKind, Hit, IndexError, IndexOptions};
+pub(crate) use math::normalized;
+use set::VectorSet;
+
+/// A staged change to the vectors, applied at commit in order.
+#[derive(Clone, Debug)]
+pub(crate) enum VectorOp {
+    /// The document now has this vector (a unit vector), or none.
+    Put {
+        kind: DocKind,
+        uuid: Uuid,
+        group: GroupId,
+        vector: Option<Arc<[f32]>>,
+    },
+    Delete {
+        kind: DocKind,
+        uuid: Uuid,
+    },
+    /// Everything before it is gone.
+    Clear,
+}
+
+/// Writer-side map of where each document's vector lives: deletes name only
+/// (kind, uuid), and an upsert may move a document to another group.
+pub(crate) type Locator = HashMap<(DocKind, Uuid), GroupId>;
+
+type Shared = Arc<RwLock<VectorSet>>;
+
+/// Every sub-index, behind per-set locks so that applying a commit to one
+/// tenant does not stall searches of the others.
+pub(crate) struct VectorStore {
+    dimension: usize,
+    options: IndexOptions,
+    groups: RwLock<HashMap<GroupId, HashMap<DocKind, Shared>>>,
+}
+
+/// Figures over all sub-indices.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct VectorFigures {
+    pub vectors: u64,
+    pub sets: u64,
+    pub graphs: u64,
+    pub memory_bytes: u64,
+}
+
+enum SetOp {
+    Put(Uuid, Arc<[f32]>),
+    Remove(Uuid),
+}
+
+impl VectorStore {
+    pub(crate) fn new(dimension: usize, options: IndexOptions) -> Self {
+        VectorStore {
+            dimension,
+            options,
+            groups: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Applies staged ops, keeping `locator` in step.
+    pub(crate) fn apply(&self, locator: &mut Locator, ops: Vec<VectorOp>) -> Result<(), IndexError> {
+        let (cleared, per_set) = route(locator, ops);
+        if cleared {
+            let mut fresh: HashMap<GroupId, HashMap<DocKind, Shared>> = HashMap::new();
+            for ((group, kind), ops) in per_set {
+                let set = self.build(ops);
+                if set.live() > 0 {
+                    fresh
+                        .entry(group)
+                        .or_default()
+                        .insert(kind, Arc::new(RwLock::new(set)));
+                }
+            }
+            *self.groups.write()? = fresh;
+            return Ok(());
+        }
+        for ((group, kind), ops) in per_set {
+            let existing = self
+                .groups
+                .read()?
+                .get(&group)
+                .and_then(|sets| sets.get(&kind))
+                .cloned();
+            let live = match existing {
+                Some(shared) => {
+                    let mut set = shared.write()?;
+                    self.change(&mut set, ops);
+                    set.live()
+                }
+                None => {
+                    let set = self.build(ops);
+                    let live = set.live();
+                    if live > 0 {
+                        let mut groups = self.groups.write()?;
+                        groups
+                            .entry(group.clone())
+                            .or_default()
+                            .insert(kind, Arc::new(RwLock::new(set)));
+                    }
+                    live
+                }
+            };
+            if live == 0 {
+                let mut groups = self.groups.write()?;
+                if let Some(sets) = groups.get_mut(&group) {
+                    sets.remove(&kind);
+                    if sets.is_empty() {
+                        groups.remove(&group);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn build(&self, ops: Vec<SetOp>) -> VectorSet {
+        let mut set = VectorSet::new(self.dimension);
+        self.change(&mut set, ops);
+        set
+    }
+
+    fn change(&self, set: &mut VectorSet, ops: Vec<SetOp>) {
+        for op in ops {
+            match op {
+                SetOp::Put(uuid, vector) => set.put(uuid, &vector),
+                SetOp::Remove(uuid) => set.remove(&uuid),
+            }
+        }
+        set.maintain(self.options.brute_force_below, &self.options.hnsw);
+    }
+
+    /// The `limit` documents of `group` (of any of `kinds`) most similar to
+    /// the unit vector `query`, best first.
+    pub(crate) fn search(
+        &self,
+        group: &GroupId,
+        kinds: &[DocKind],
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let sets: Vec<(DocKind, Shared)> = match self.groups.read()?.get(group) {
+            Some(sets) => kinds
+                .iter()
+                .filter_map(|kind| sets.get(kind).map(|set| (*kind, Arc::clone(set))))
+                .collect(),
+            None => return Ok(Vec::new()),
+        };
+        let mut hits = Vec::new();
+        for (kind, set) in sets {
+            let found = set.read()?.search(query, limit, self.options.hnsw.ef_search);
+            hits.extend(found.into_iter().map(|(uuid, score)| (kind, uuid, score)));
+        }
+        hits.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        hits.truncate(limit);
+        Ok(hits
+            .into_iter()
+            .map(|(kind, uuid, score)| Hit { kind, uuid, score })
+            .collect())
+    }
+
+    /// The committed unit vector of a document, if it has one.
+    #[cfg(test)]
+    pub(crate) fn vector_of(&self, group: &GroupId, kind: DocKind, uuid: &Uuid) -> Option<Vec<f32>> {
+        let groups = self.groups.read().ok()?;
+        let set = groups.get(group)?.get(&kind)?.read().ok()?;
+        set.get(uuid).map(<[f32]>::to_vec)
+    }
+
+    /// Counts and sizes, skipping any set whose lock is poisoned.
+    pub(crate) fn figures(&self) -> VectorFigures {
+        let mut figures = VectorFigures::default();
+        let Ok(groups) = self.groups.read() else {
+            return figures;
+        };
+        for set in groups.values().flat_map(HashMap::values) {
+            if let Ok(set) = set.read() {
+                figures.vectors += set.live() as u64;
+                figures.sets += 1;
+                figures.graphs += u64::from(set.has_graph());
+                figures.memory_bytes += set.vector_bytes() as u64;
+            }
+        }
+        figures
+    }
+}
+
+/// Resolves ops into per-set changes in order; returns whether a `Clear`
+/// came first (then the changes rebuild from nothing).
+fn route(locator: &mut Locator, ops: Vec<VectorOp>) -> (bool, HashMap<(GroupId, DocKind), Vec<SetOp>>) {
+    let mut cleared = false;
+    let mut per_set: HashMap<(GroupId, DocKind), Vec<SetOp>> = HashMap::new();
+    for op in ops {
+        match op {
+            VectorOp::Clear => {
+                cleared = true;
+                per_set.clear();
+                locator.clear();
+            }
+            VectorOp::Put {
+                kind,
+                uuid,
+                group,
+                vector,
+            } => {
+                if let Some(old) = locator.get(&(kind, uuid))
+                    && (vector.is_none() || *old != group)
+                {
+                    per_set
+                        .entry((old.clone(), kind))
+                        .or_default()
+                        .push(SetOp::Remove(uuid));
+                }
+                match vector {
+                    Some(vector) => {
+                        per_set
+                            .entry((group.clone(), kind))
+                            .or_default()
+                            .push(SetOp::Put(uuid, vector));
+                        locator.insert((kind, uuid), group);
+                    }
+                    None => {
+                        locator.remove(&(kind, uuid));
+                    }
+                }
+            }
+            VectorOp::Delete { kind, uuid } => {
+                if let Some(group) = locator.remove(&(kind, uuid)) {
+                    per_set.entry((group, kind)).or_default().push(SetOp::Remove(uuid));
+                }
+            }
+        }
+    }
+    (cleared, per_set)
+}
