@@ -2,7 +2,8 @@
 
 use apache_avro::types::Value;
 use chronicle_model::{
-    Community, DecisionStats, Entity, Episode, EventBatch, EventKind, Fact, GraphEvent, Invalidation, LogPosition,
+    Community, DecisionStats, Entity, Episode, EventBatch, EventKind, Fact, GraphEvent,
+    Invalidation, LogPosition,
 };
 
 use crate::command::{episode_type, parse_episode_type};
@@ -69,7 +70,11 @@ impl AvroRecord for EventBatch {
 }
 
 fn counts_to_avro(m: &std::collections::BTreeMap<String, u64>) -> Value {
-    Value::Map(m.iter().map(|(k, v)| (k.clone(), Value::Long(*v as i64))).collect())
+    Value::Map(
+        m.iter()
+            .map(|(k, v)| (k.clone(), Value::Long(*v as i64)))
+            .collect(),
+    )
 }
 
 fn stats_to_avro(s: &DecisionStats) -> Value {
@@ -82,23 +87,33 @@ fn stats_to_avro(s: &DecisionStats) -> Value {
     ])
 }
 
-fn counts_from_avro(path: &str, v: Value) -> Result<std::collections::BTreeMap<String, u64>, CodecError> {
+fn counts_from_avro(
+    path: &str,
+    v: Value,
+) -> Result<std::collections::BTreeMap<String, u64>, CodecError> {
     match v {
         Value::Map(m) => m
             .into_iter()
             .map(|(k, v)| match v {
                 Value::Long(n) if n >= 0 => Ok((k, n as u64)),
-                other => Err(CodecError::field(path, format!("expected a count, found {other:?}"))),
+                other => Err(CodecError::field(
+                    path,
+                    format!("expected a count, found {other:?}"),
+                )),
             })
             .collect(),
-        other => Err(CodecError::field(path, format!("expected a map, found {other:?}"))),
+        other => Err(CodecError::field(
+            path,
+            format!("expected a map, found {other:?}"),
+        )),
     }
 }
 
 fn stats_from_avro(v: Value) -> Result<DecisionStats, CodecError> {
     let mut f = Fields::of(v, "EventBatch.stats")?;
     let count = |n: i64, name: &str| {
-        u64::try_from(n).map_err(|_| CodecError::field(format!("EventBatch.stats.{name}"), "negative"))
+        u64::try_from(n)
+            .map_err(|_| CodecError::field(format!("EventBatch.stats.{name}"), "negative"))
     };
     Ok(DecisionStats {
         llm_calls: counts_from_avro("EventBatch.stats.llm_calls", f.take("llm_calls")?)?,

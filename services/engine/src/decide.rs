@@ -32,18 +32,18 @@ use std::time::Instant;
 
 use chronicle_model::{
     Attributes, Command, ContentError, DecisionStats, ENTITY_LABEL, Entity, Episode, EpisodeType,
-    EventBatch, EventKind, Fact, FactTriple, IdKind, LogPosition, NewEpisode, Timestamp,
-    Window, derive_id, derive_named_id, normalize_name,
+    EventBatch, EventKind, Fact, FactTriple, IdKind, LogPosition, NewEpisode, Timestamp, Window,
+    derive_id, derive_named_id, normalize_name,
 };
 use thiserror::Error;
 use uuid::Uuid;
 
 use crate::ontology::{Cardinality, Ontology};
 use crate::ports::{
-    AmbiguousEntity, CandidateEntity, CandidateFact, ContextEpisode, EntityResolutionRequest,
-    Embedder, ExtractedEntity, ExtractedFact, Extraction, ExtractionRequest, Extractor,
-    FactResolutionRequest, LlmError, NewFactCandidates, PromptKind, SummaryItem, SummaryKind,
-    SummaryRequest,
+    AmbiguousEntity, CandidateEntity, CandidateFact, ContextEpisode, Embedder,
+    EntityResolutionRequest, ExtractedEntity, ExtractedFact, Extraction, ExtractionRequest,
+    Extractor, FactResolutionRequest, LlmError, NewFactCandidates, PromptKind, SummaryItem,
+    SummaryKind, SummaryRequest,
 };
 use crate::state::GroupState;
 use crate::temporal;
@@ -153,7 +153,12 @@ struct Prepared {
 
 impl Decider {
     /// A pipeline over the given ports.
-    pub fn new(extractor: Arc<dyn Extractor>, embedder: Arc<dyn Embedder>, ontology: Ontology, config: DecideConfig) -> Self {
+    pub fn new(
+        extractor: Arc<dyn Extractor>,
+        embedder: Arc<dyn Embedder>,
+        ontology: Ontology,
+        config: DecideConfig,
+    ) -> Self {
         Decider {
             extractor,
             embedder,
@@ -178,9 +183,17 @@ impl Decider {
     }
 
     /// Decides one command against the group's current state.
-    pub async fn decide(&self, state: &GroupState, accepted: &Accepted) -> Result<EventBatch, DecideError> {
+    pub async fn decide(
+        &self,
+        state: &GroupState,
+        accepted: &Accepted,
+    ) -> Result<EventBatch, DecideError> {
         let started = Instant::now();
-        let Accepted { command, tx_time, source } = accepted;
+        let Accepted {
+            command,
+            tx_time,
+            source,
+        } = accepted;
         let mut batch = match command {
             Command::AddEpisode(ep) => {
                 if state.get_episode(&ep.uuid).is_some() {
@@ -189,7 +202,8 @@ impl Decider {
                     let context = self.context(state, ep, &[]);
                     let prepared = self.prepare(ep, context).await?;
                     let mut cache = BTreeMap::new();
-                    self.resolve(state, ep, prepared, *tx_time, *source, &mut cache).await?
+                    self.resolve(state, ep, prepared, *tx_time, *source, &mut cache)
+                        .await?
                 }
             }
             Command::RetractEpisode {
@@ -206,8 +220,12 @@ impl Decider {
                 };
                 EventBatch::new(*uuid, group_id.clone(), *tx_time, *source, kinds)
             }
-            Command::BuildCommunities { .. } => return Err(DecideError::Unsupported("build_communities")),
-            Command::SummarizeSaga { .. } => return Err(DecideError::Unsupported("summarize_saga")),
+            Command::BuildCommunities { .. } => {
+                return Err(DecideError::Unsupported("build_communities"));
+            }
+            Command::SummarizeSaga { .. } => {
+                return Err(DecideError::Unsupported("summarize_saga"));
+            }
         };
         if let Some(stats) = batch.stats.as_mut() {
             stats.decide_micros = started.elapsed().as_micros() as u64;
@@ -220,7 +238,11 @@ impl Decider {
     /// Model extraction runs concurrently for the whole batch; entity
     /// mentions are clustered across the batch (union-find) so an ambiguous
     /// name is put to the model at most once per cluster.
-    pub async fn decide_bulk(&self, state: &mut GroupState, items: &[Accepted]) -> Vec<Result<EventBatch, DecideError>> {
+    pub async fn decide_bulk(
+        &self,
+        state: &mut GroupState,
+        items: &[Accepted],
+    ) -> Vec<Result<EventBatch, DecideError>> {
         let episodes: Vec<Option<&NewEpisode>> = items
             .iter()
             .map(|a| match &a.command {
@@ -240,13 +262,14 @@ impl Decider {
                 None => contexts.push(None),
             }
         }
-        let prepared = futures::future::join_all(episodes.iter().zip(contexts).map(|(ep, ctx)| async move {
-            match (ep, ctx) {
-                (Some(ep), Some(ctx)) => Some(self.prepare(ep, ctx).await),
-                _ => None,
-            }
-        }))
-        .await;
+        let prepared =
+            futures::future::join_all(episodes.iter().zip(contexts).map(|(ep, ctx)| async move {
+                match (ep, ctx) {
+                    (Some(ep), Some(ctx)) => Some(self.prepare(ep, ctx).await),
+                    _ => None,
+                }
+            }))
+            .await;
         let clusters = BatchClusters::new(&prepared, self.config.fuzzy_jaccard);
         let mut cluster_verdicts: BTreeMap<String, Uuid> = BTreeMap::new();
         let mut out = Vec::with_capacity(items.len());
@@ -255,7 +278,9 @@ impl Decider {
             let result = match (&a.command, prep) {
                 (Command::AddEpisode(ep), Some(Ok(prep))) => {
                     let mut cache = clusters.cache_for(&cluster_verdicts);
-                    let r = self.resolve(state, ep, prep, a.tx_time, a.source, &mut cache).await;
+                    let r = self
+                        .resolve(state, ep, prep, a.tx_time, a.source, &mut cache)
+                        .await;
                     for (key, uuid) in cache {
                         cluster_verdicts.insert(key, uuid);
                     }
@@ -277,12 +302,21 @@ impl Decider {
         out
     }
 
-    fn context(&self, state: &GroupState, ep: &NewEpisode, earlier: &[Episode]) -> Vec<ContextEpisode> {
+    fn context(
+        &self,
+        state: &GroupState,
+        ep: &NewEpisode,
+        earlier: &[Episode],
+    ) -> Vec<ContextEpisode> {
         let n = self.config.context_episodes;
         let mut picked: Vec<(Timestamp, Uuid, String)> = match &ep.previous_episode_uuids {
             Some(ids) => ids
                 .iter()
-                .filter_map(|u| state.get_episode(u).or_else(|| earlier.iter().find(|e| e.uuid == *u)))
+                .filter_map(|u| {
+                    state
+                        .get_episode(u)
+                        .or_else(|| earlier.iter().find(|e| e.uuid == *u))
+                })
                 .map(|e| (e.valid_at, e.uuid, e.content.clone()))
                 .collect(),
             None => state
@@ -292,7 +326,7 @@ impl Decider {
                 .map(|e| (e.valid_at, e.uuid, e.content.clone()))
                 .collect(),
         };
-        picked.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        picked.sort_by_key(|p| (p.0, p.1));
         picked.dedup_by(|a, b| a.1 == b.1);
         if ep.previous_episode_uuids.is_none() && picked.len() > n {
             picked.drain(..picked.len() - n);
@@ -304,19 +338,31 @@ impl Decider {
     }
 
     /// Extraction: the step that needs no graph state.
-    async fn prepare(&self, ep: &NewEpisode, previous_episodes: Vec<ContextEpisode>) -> Result<Prepared, DecideError> {
+    async fn prepare(
+        &self,
+        ep: &NewEpisode,
+        previous_episodes: Vec<ContextEpisode>,
+    ) -> Result<Prepared, DecideError> {
         let mut stats = DecisionStats::default();
         let extraction = match ep.source {
-            EpisodeType::FactTriple => triple_extraction(&FactTriple::parse(&ep.content)?, &self.ontology),
+            EpisodeType::FactTriple => {
+                triple_extraction(&FactTriple::parse(&ep.content)?, &self.ontology)
+            }
             EpisodeType::Json => {
-                let value: serde_json::Value =
-                    serde_json::from_str(&ep.content).map_err(|e| ContentError::BadJson(e.to_string()))?;
+                let value: serde_json::Value = serde_json::from_str(&ep.content)
+                    .map_err(|e| ContentError::BadJson(e.to_string()))?;
                 match structured_extraction(&value) {
                     Some(x) => x,
-                    None => self.extract_with_model(ep, previous_episodes, &mut stats).await?,
+                    None => {
+                        self.extract_with_model(ep, previous_episodes, &mut stats)
+                            .await?
+                    }
                 }
             }
-            EpisodeType::Message | EpisodeType::Text => self.extract_with_model(ep, previous_episodes, &mut stats).await?,
+            EpisodeType::Message | EpisodeType::Text => {
+                self.extract_with_model(ep, previous_episodes, &mut stats)
+                    .await?
+            }
         };
         Ok(Prepared { extraction, stats })
     }
@@ -347,7 +393,11 @@ impl Decider {
         }
     }
 
-    async fn embed(&self, texts: Vec<String>, stats: &mut DecisionStats) -> Result<Vec<Vec<f32>>, DecideError> {
+    async fn embed(
+        &self,
+        texts: Vec<String>,
+        stats: &mut DecisionStats,
+    ) -> Result<Vec<Vec<f32>>, DecideError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -372,7 +422,10 @@ impl Decider {
         source: Option<LogPosition>,
         llm_cache: &mut BTreeMap<String, Uuid>,
     ) -> Result<EventBatch, DecideError> {
-        let Prepared { extraction, mut stats } = prepared;
+        let Prepared {
+            extraction,
+            mut stats,
+        } = prepared;
         let group = &ep.group_id;
         let entities = collapse_entities(extraction.entities, &self.ontology);
 
@@ -415,20 +468,33 @@ impl Decider {
         }
 
         // One embedding call: unresolved names, then new fact sentences.
-        let unresolved: Vec<usize> = (0..entities.len()).filter(|i| resolved[*i].is_none()).collect();
-        let mut texts: Vec<String> = unresolved.iter().map(|i| entities[*i].name.clone()).collect();
+        let unresolved: Vec<usize> = (0..entities.len())
+            .filter(|i| resolved[*i].is_none())
+            .collect();
+        let mut texts: Vec<String> = unresolved
+            .iter()
+            .map(|i| entities[*i].name.clone())
+            .collect();
         texts.extend(fact_drafts.iter().map(|f| f.sentence.clone()));
         let mut vectors = self.embed(texts, &mut stats).await?;
         let fact_vectors = vectors.split_off(unresolved.len());
-        let name_vectors: BTreeMap<usize, Vec<f32>> = unresolved.iter().copied().zip(vectors).collect();
+        let name_vectors: BTreeMap<usize, Vec<f32>> =
+            unresolved.iter().copied().zip(vectors).collect();
 
         // Embedding tier; what stays ambiguous goes to the model in one call.
         let mut ambiguous: Vec<(usize, Vec<Uuid>)> = Vec::new();
         for &i in &unresolved {
             let type_name = self.ontology.entity_type_name(entities[i].entity_type_id);
-            let scored = nearest_entities(state, &name_vectors[&i], type_name, self.config.max_candidates);
+            let scored = nearest_entities(
+                state,
+                &name_vectors[&i],
+                type_name,
+                self.config.max_candidates,
+            );
             match scored.first() {
-                Some((u, s)) if *s >= self.config.embedding_merge => resolved[i] = Some((*u, tier::EMBEDDING)),
+                Some((u, s)) if *s >= self.config.embedding_merge => {
+                    resolved[i] = Some((*u, tier::EMBEDDING))
+                }
                 Some(_) => {
                     let candidates: Vec<Uuid> = scored
                         .iter()
@@ -449,7 +515,10 @@ impl Decider {
                     .iter()
                     .map(|(i, cands)| AmbiguousEntity {
                         name: entities[*i].name.clone(),
-                        entity_type: self.ontology.entity_type_name(entities[*i].entity_type_id).to_owned(),
+                        entity_type: self
+                            .ontology
+                            .entity_type_name(entities[*i].entity_type_id)
+                            .to_owned(),
                         candidates: cands
                             .iter()
                             .filter_map(|u| state.get_entity(u))
@@ -528,7 +597,9 @@ impl Decider {
             })
             .collect();
         let llm_verdicts = self.ask_about_facts(state, &drafts, &mut stats).await?;
-        for (k, ((draft, s, t, vector), verdict)) in drafts.into_iter().zip(llm_verdicts).enumerate() {
+        for (k, ((draft, s, t, vector), verdict)) in
+            drafts.into_iter().zip(llm_verdicts).enumerate()
+        {
             let fact = Fact {
                 uuid: derive_id(ep.uuid, IdKind::Fact, k as u32),
                 group_id: group.clone(),
@@ -608,30 +679,52 @@ impl Decider {
         let mut kinds = vec![EventKind::EpisodeRecorded {
             episode: stored_episode(ep, tx, entity_edges),
         }];
-        kinds.extend(new_entities.into_iter().map(|entity| EventKind::EntityCreated { entity }));
-        kinds.extend(updates.into_iter().filter(|(_, p)| !p.is_empty()).map(|(entity_uuid, p)| {
-            EventKind::EntityUpdated {
-                entity_uuid,
-                summary: p.summary,
-                attributes: p.attributes,
-                labels: p.labels,
-                name_embedding: None,
-            }
-        }));
-        kinds.extend(facts.created.into_iter().map(|fact| EventKind::FactCreated { fact }));
-        kinds.extend(facts.restated.iter().map(|fact_uuid| EventKind::FactProvenanceAdded {
-            fact_uuid: *fact_uuid,
-            episode_uuid: ep.uuid,
-        }));
-        kinds.extend(facts.invalidated.into_iter().map(|(fact_uuid, (invalid_at, by_fact))| {
-            EventKind::FactInvalidated {
-                fact_uuid,
-                invalid_at,
-                expired_at: tx,
-                by_fact,
-                by_episode: ep.uuid,
-            }
-        }));
+        kinds.extend(
+            new_entities
+                .into_iter()
+                .map(|entity| EventKind::EntityCreated { entity }),
+        );
+        kinds.extend(
+            updates
+                .into_iter()
+                .filter(|(_, p)| !p.is_empty())
+                .map(|(entity_uuid, p)| EventKind::EntityUpdated {
+                    entity_uuid,
+                    summary: p.summary,
+                    attributes: p.attributes,
+                    labels: p.labels,
+                    name_embedding: None,
+                }),
+        );
+        kinds.extend(
+            facts
+                .created
+                .into_iter()
+                .map(|fact| EventKind::FactCreated { fact }),
+        );
+        kinds.extend(
+            facts
+                .restated
+                .iter()
+                .map(|fact_uuid| EventKind::FactProvenanceAdded {
+                    fact_uuid: *fact_uuid,
+                    episode_uuid: ep.uuid,
+                }),
+        );
+        kinds.extend(
+            facts
+                .invalidated
+                .into_iter()
+                .map(
+                    |(fact_uuid, (invalid_at, by_fact))| EventKind::FactInvalidated {
+                        fact_uuid,
+                        invalid_at,
+                        expired_at: tx,
+                        by_fact,
+                        by_episode: ep.uuid,
+                    },
+                ),
+        );
         let mut mentioned: Vec<Uuid> = Vec::new();
         for u in uuid_of {
             if !mentioned.contains(&u) {
@@ -650,7 +743,9 @@ impl Decider {
                 saga_uuid,
                 saga_name: saga.clone(),
                 episode_uuid: ep.uuid,
-                previous_episode_uuid: state.saga_by_name(saga).and_then(|s| s.episodes.last().copied()),
+                previous_episode_uuid: state
+                    .saga_by_name(saga)
+                    .and_then(|s| s.episodes.last().copied()),
             });
         }
         let mut batch = EventBatch::new(ep.uuid, group.clone(), tx, source, kinds);
@@ -658,7 +753,12 @@ impl Decider {
         Ok(batch)
     }
 
-    fn fact_draft(&self, x: &ExtractedFact, names: &BTreeMap<String, usize>, reference: Timestamp) -> Option<FactDraft> {
+    fn fact_draft(
+        &self,
+        x: &ExtractedFact,
+        names: &BTreeMap<String, usize>,
+        reference: Timestamp,
+    ) -> Option<FactDraft> {
         let source = *names.get(&normalize_name(&x.source))?;
         let target = *names.get(&normalize_name(&x.target))?;
         if source == target {
@@ -668,8 +768,14 @@ impl Decider {
         if relation.is_empty() {
             return None;
         }
-        let mut valid_at = x.valid_at.as_deref().and_then(|e| temporal::resolve(e, reference));
-        let mut invalid_at = x.invalid_at.as_deref().and_then(|e| temporal::resolve(e, reference));
+        let mut valid_at = x
+            .valid_at
+            .as_deref()
+            .and_then(|e| temporal::resolve(e, reference));
+        let mut invalid_at = x
+            .invalid_at
+            .as_deref()
+            .and_then(|e| temporal::resolve(e, reference));
         if valid_at.is_none() && invalid_at.is_none() {
             valid_at = Some(reference); // an ongoing fact holds from the reference time
         }
@@ -679,7 +785,12 @@ impl Decider {
             invalid_at = None;
         }
         let sentence = if x.fact.trim().is_empty() {
-            format!("{} {} {}", x.source, relation.to_lowercase().replace('_', " "), x.target)
+            format!(
+                "{} {} {}",
+                x.source,
+                relation.to_lowercase().replace('_', " "),
+                x.target
+            )
         } else {
             x.fact.trim().to_owned()
         };
@@ -694,12 +805,21 @@ impl Decider {
     }
 
     fn typed_attributes(&self, type_name: &str, given: &Attributes) -> Attributes {
-        let Some(ty) = self.ontology.entity_types.iter().find(|t| t.name == type_name) else {
+        let Some(ty) = self
+            .ontology
+            .entity_types
+            .iter()
+            .find(|t| t.name == type_name)
+        else {
             return Attributes::new();
         };
         given
             .iter()
-            .filter(|(k, v)| ty.attributes.iter().any(|f| &f.name == *k && f.kind.accepts(v)))
+            .filter(|(k, v)| {
+                ty.attributes
+                    .iter()
+                    .any(|f| &f.name == *k && f.kind.accepts(v))
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
@@ -717,7 +837,9 @@ impl Decider {
             for (k, (d, s, t, _)) in drafts.iter().enumerate() {
                 let window = Window::new(d.valid_at, d.invalid_at);
                 let rule_duplicate = state.facts_between(s, t).any(|e| {
-                    e.source_node_uuid == *s && e.name == d.relation && e.valid_window().overlaps(&window)
+                    e.source_node_uuid == *s
+                        && e.name == d.relation
+                        && e.valid_window().overlaps(&window)
                 });
                 if rule_duplicate {
                     continue;
@@ -727,19 +849,20 @@ impl Decider {
                     .filter(|e| e.name != d.relation)
                     .map(|e| e.uuid)
                     .collect();
-                let contradictions: Vec<Uuid> = if self.ontology.cardinality(&d.relation) == Cardinality::One {
-                    Vec::new()
-                } else {
-                    let mut seen = BTreeSet::new();
-                    state
-                        .facts_of(s)
-                        .chain(state.facts_of(t))
-                        .filter(|e| seen.insert(e.uuid))
-                        .filter(|e| e.name == d.relation && e.valid_window().overlaps(&window))
-                        .filter(|e| !(e.source_node_uuid == *s && e.target_node_uuid == *t))
-                        .map(|e| e.uuid)
-                        .collect()
-                };
+                let contradictions: Vec<Uuid> =
+                    if self.ontology.cardinality(&d.relation) == Cardinality::One {
+                        Vec::new()
+                    } else {
+                        let mut seen = BTreeSet::new();
+                        state
+                            .facts_of(s)
+                            .chain(state.facts_of(t))
+                            .filter(|e| seen.insert(e.uuid))
+                            .filter(|e| e.name == d.relation && e.valid_window().overlaps(&window))
+                            .filter(|e| !(e.source_node_uuid == *s && e.target_node_uuid == *t))
+                            .map(|e| e.uuid)
+                            .collect()
+                    };
                 if !duplicates.is_empty() || !contradictions.is_empty() {
                     asks.push((k, duplicates, contradictions));
                 }
@@ -774,7 +897,11 @@ impl Decider {
         for ((k, dups, contras), v) in asks.into_iter().zip(verdicts) {
             out[k] = Some(ModelVerdict {
                 duplicate_of: v.duplicate_of.and_then(|i| dups.get(i).copied()),
-                contradicts: v.contradicts.iter().filter_map(|i| contras.get(*i).copied()).collect(),
+                contradicts: v
+                    .contradicts
+                    .iter()
+                    .filter_map(|i| contras.get(*i).copied())
+                    .collect(),
             });
         }
         Ok(out)
@@ -850,7 +977,11 @@ impl<'s> FactWork<'s> {
         out.extend(
             self.created
                 .iter()
-                .filter(|f| [f.source_node_uuid, f.target_node_uuid].iter().any(|e| *e == s || *e == t))
+                .filter(|f| {
+                    [f.source_node_uuid, f.target_node_uuid]
+                        .iter()
+                        .any(|e| *e == s || *e == t)
+                })
                 .cloned(),
         );
         out
@@ -890,12 +1021,18 @@ impl<'s> FactWork<'s> {
 
         // Contradictions: cardinality rules, then the model's verdicts under the guard.
         let one = ontology.cardinality(&fact.name) == Cardinality::One;
-        let model_says: BTreeSet<Uuid> = verdict.map(|v| v.contradicts.into_iter().collect()).unwrap_or_default();
+        let model_says: BTreeSet<Uuid> = verdict
+            .map(|v| v.contradicts.into_iter().collect())
+            .unwrap_or_default();
         let mut contradicted: Vec<Fact> = around
             .into_iter()
-            .filter(|e| e.uuid != fact.uuid && e.name == fact.name && e.valid_window().overlaps(&window))
             .filter(|e| {
-                let shares_endpoint = [e.source_node_uuid, e.target_node_uuid].iter().any(|x| *x == s || *x == t);
+                e.uuid != fact.uuid && e.name == fact.name && e.valid_window().overlaps(&window)
+            })
+            .filter(|e| {
+                let shares_endpoint = [e.source_node_uuid, e.target_node_uuid]
+                    .iter()
+                    .any(|x| *x == s || *x == t);
                 let by_rule = one && e.source_node_uuid == s && e.target_node_uuid != t;
                 by_rule || (shares_endpoint && model_says.contains(&e.uuid))
             })
@@ -904,7 +1041,10 @@ impl<'s> FactWork<'s> {
         if fact.valid_at.is_some() {
             contradicted.sort_by_key(|e| (e.valid_at, e.uuid));
             for e in contradicted {
-                let (ev, fv) = (e.valid_at.unwrap_or(Timestamp::MIN), fact.valid_at.unwrap_or(Timestamp::MIN));
+                let (ev, fv) = (
+                    e.valid_at.unwrap_or(Timestamp::MIN),
+                    fact.valid_at.unwrap_or(Timestamp::MIN),
+                );
                 if ev <= fv {
                     self.end(e.uuid, fv, Some(fact.uuid));
                 } else {
@@ -943,7 +1083,12 @@ impl EntityPatch {
     }
 }
 
-fn set_summary(new_entities: &mut [Entity], updates: &mut BTreeMap<Uuid, EntityPatch>, uuid: Uuid, summary: String) {
+fn set_summary(
+    new_entities: &mut [Entity],
+    updates: &mut BTreeMap<Uuid, EntityPatch>,
+    uuid: Uuid,
+    summary: String,
+) {
     match new_entities.iter_mut().find(|x| x.uuid == uuid) {
         Some(x) => x.summary = summary,
         None => updates.entry(uuid).or_default().summary = Some(summary),
@@ -1031,13 +1176,23 @@ fn collapse_entities(entities: Vec<ExtractedEntity>, ontology: &Ontology) -> Vec
 }
 
 /// Existing entities of a compatible type by name-embedding cosine, best first.
-fn nearest_entities(state: &GroupState, vector: &[f32], type_name: &str, k: usize) -> Vec<(Uuid, f32)> {
+fn nearest_entities(
+    state: &GroupState,
+    vector: &[f32],
+    type_name: &str,
+    k: usize,
+) -> Vec<(Uuid, f32)> {
     let mut scored: Vec<(Uuid, f32)> = state
         .entities()
         .filter(|e| types_compatible(e.entity_type(), type_name))
         .filter_map(|e| {
             let v = e.name_embedding.as_ref()?;
-            (v.len() == vector.len()).then(|| (e.uuid, v.iter().zip(vector).map(|(a, b)| a * b).sum::<f32>()))
+            (v.len() == vector.len()).then(|| {
+                (
+                    e.uuid,
+                    v.iter().zip(vector).map(|(a, b)| a * b).sum::<f32>(),
+                )
+            })
         })
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -1117,7 +1272,12 @@ impl BatchClusters {
             .iter()
             .flatten()
             .flatten()
-            .flat_map(|p| p.extraction.entities.iter().map(|e| normalize_name(&e.name)))
+            .flat_map(|p| {
+                p.extraction
+                    .entities
+                    .iter()
+                    .map(|e| normalize_name(&e.name))
+            })
             .filter(|n| !n.is_empty())
             .collect::<BTreeSet<_>>()
             .into_iter()
@@ -1131,7 +1291,9 @@ impl BatchClusters {
             i
         }
         let mut lsh = crate::fuzzy::LshIndex::default();
-        let ids: Vec<Uuid> = (0..names.len()).map(|i| Uuid::from_u128(i as u128)).collect();
+        let ids: Vec<Uuid> = (0..names.len())
+            .map(|i| Uuid::from_u128(i as u128))
+            .collect();
         for (i, n) in names.iter().enumerate() {
             for (other, _) in lsh.matches(n, threshold) {
                 let j = other.as_u128() as usize;
@@ -1180,7 +1342,13 @@ mod tests {
     #[test]
     fn concatenated_summaries_skip_repeats() {
         assert_eq!(
-            concat_summary("Alice lives in Beijing.", &["Alice moved to Shanghai".into(), "Alice lives in Beijing".into()]),
+            concat_summary(
+                "Alice lives in Beijing.",
+                &[
+                    "Alice moved to Shanghai".into(),
+                    "Alice lives in Beijing".into()
+                ]
+            ),
             "Alice lives in Beijing. Alice moved to Shanghai."
         );
     }

@@ -9,35 +9,8 @@ use chronicle_model::{Command, EpisodeType, Fact, GroupId, NewEpisode, Timestamp
 use uuid::Uuid;
 
 use crate::ports::*;
+use crate::testing::TrigramEmbedder;
 use crate::{Accepted, DecideConfig, Decider, GroupState, OfflineExtractor, apply_batch};
-
-/// Character-trigram hashing: a deterministic, dependency-free embedder.
-struct TrigramEmbedder;
-
-#[async_trait]
-impl Embedder for TrigramEmbedder {
-    fn describe(&self) -> String {
-        "trigram-64".into()
-    }
-    fn dimension(&self) -> usize {
-        64
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let chars: Vec<char> = format!("  {}  ", t.to_lowercase()).chars().collect();
-                let mut v = vec![0f32; 64];
-                for w in chars.windows(3) {
-                    let h = w.iter().fold(7u64, |h, c| h.wrapping_mul(31).wrapping_add(*c as u64));
-                    v[(h % 64) as usize] += 1.0;
-                }
-                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-                v.iter().map(|x| x / n).collect()
-            })
-            .collect())
-    }
-}
 
 /// Names mapped to chosen vectors (for the embedding tier).
 struct ScriptedEmbedder(BTreeMap<String, Vec<f32>>);
@@ -73,11 +46,17 @@ impl Extractor for ModelLike {
         self.calls.lock().unwrap().push("extract");
         OfflineExtractor.extract(r).await
     }
-    async fn resolve_entities(&self, r: &EntityResolutionRequest) -> Result<Vec<Option<usize>>, LlmError> {
+    async fn resolve_entities(
+        &self,
+        r: &EntityResolutionRequest,
+    ) -> Result<Vec<Option<usize>>, LlmError> {
         self.calls.lock().unwrap().push("resolve_entities");
         Ok(vec![self.entity_verdict; r.entities.len()])
     }
-    async fn resolve_facts(&self, r: &FactResolutionRequest) -> Result<Vec<FactResolution>, LlmError> {
+    async fn resolve_facts(
+        &self,
+        r: &FactResolutionRequest,
+    ) -> Result<Vec<FactResolution>, LlmError> {
         self.calls.lock().unwrap().push("resolve_facts");
         Ok(vec![FactResolution::default(); r.facts.len()])
     }
@@ -129,7 +108,10 @@ fn fact_to<'a>(state: &'a GroupState, target: &str) -> Vec<&'a Fact> {
         .find(|e| e.name == target)
         .unwrap_or_else(|| panic!("entity {target}"))
         .uuid;
-    state.facts().filter(|f| f.target_node_uuid == target).collect()
+    state
+        .facts()
+        .filter(|f| f.target_node_uuid == target)
+        .collect()
 }
 
 fn lives_at(state: &GroupState, person: &str, t: Timestamp) -> Vec<String> {
@@ -155,20 +137,39 @@ async fn alice_moves_from_beijing_to_shanghai() {
         ],
     )
     .await;
-    assert_eq!(lives_at(&s, "Alice", ts("2025-02-28T00:00:00Z")), ["Beijing"]);
-    assert_eq!(lives_at(&s, "Alice", ts("2026-01-01T00:00:00Z")), ["Shanghai"]);
+    assert_eq!(
+        lives_at(&s, "Alice", ts("2025-02-28T00:00:00Z")),
+        ["Beijing"]
+    );
+    assert_eq!(
+        lives_at(&s, "Alice", ts("2026-01-01T00:00:00Z")),
+        ["Shanghai"]
+    );
     let beijing = fact_to(&s, "Beijing");
     assert_eq!(beijing.len(), 1, "the old fact is kept");
     let b = beijing[0];
     assert_eq!(b.valid_at, Some(ts("2025-01-10T09:00:00Z")));
     assert_eq!(b.invalid_at, Some(ts("2025-03-01T09:00:00Z")));
-    assert_eq!(b.expired_at, Some(ts("2025-03-02T09:00:00Z")), "expired at the second episode's transaction time");
-    assert_eq!(b.invalidated_by.as_ref().unwrap().by_episode, Uuid::from_u128(2));
-    assert!(b.was_known_at(ts("2025-03-01T12:00:00Z")) && !b.was_known_at(ts("2025-03-03T00:00:00Z")));
+    assert_eq!(
+        b.expired_at,
+        Some(ts("2025-03-02T09:00:00Z")),
+        "expired at the second episode's transaction time"
+    );
+    assert_eq!(
+        b.invalidated_by.as_ref().unwrap().by_episode,
+        Uuid::from_u128(2)
+    );
+    assert!(
+        b.was_known_at(ts("2025-03-01T12:00:00Z")) && !b.was_known_at(ts("2025-03-03T00:00:00Z"))
+    );
     assert_eq!(s.entities().count(), 3);
     let alice = s.entities().find(|e| e.name == "Alice").unwrap();
     assert_eq!(alice.entity_type(), "Person");
-    assert!(alice.summary.contains("Beijing") && alice.summary.contains("Shanghai"), "{}", alice.summary);
+    assert!(
+        alice.summary.contains("Beijing") && alice.summary.contains("Shanghai"),
+        "{}",
+        alice.summary
+    );
     // The second episode lists the fact it invalidated.
     let ep2 = s.get_episode(&Uuid::from_u128(2)).unwrap();
     assert!(ep2.entity_edges.contains(&b.uuid));
@@ -191,13 +192,28 @@ async fn a_late_arrival_is_born_invalid_and_ends_the_older_fact() {
     )
     .await;
     let hz = fact_to(&s, "Hangzhou")[0];
-    assert_eq!((hz.valid_at, hz.invalid_at), (Some(ts("2025-02-01T00:00:00Z")), Some(ts("2025-03-01T00:00:00Z"))));
-    assert_eq!(hz.expired_at, None, "born ended, but the system still holds it as history");
+    assert_eq!(
+        (hz.valid_at, hz.invalid_at),
+        (
+            Some(ts("2025-02-01T00:00:00Z")),
+            Some(ts("2025-03-01T00:00:00Z"))
+        )
+    );
+    assert_eq!(
+        hz.expired_at, None,
+        "born ended, but the system still holds it as history"
+    );
     let bj = fact_to(&s, "Beijing")[0];
     assert_eq!(bj.invalid_at, Some(ts("2025-02-01T00:00:00Z")));
-    assert_eq!(bj.invalidated_by.as_ref().unwrap().prior_invalid_at, Some(ts("2025-03-01T00:00:00Z")));
+    assert_eq!(
+        bj.invalidated_by.as_ref().unwrap().prior_invalid_at,
+        Some(ts("2025-03-01T00:00:00Z"))
+    );
     assert!(fact_to(&s, "Shanghai")[0].is_current());
-    assert_eq!(lives_at(&s, "Alice", ts("2025-02-15T00:00:00Z")), ["Hangzhou"]);
+    assert_eq!(
+        lives_at(&s, "Alice", ts("2025-02-15T00:00:00Z")),
+        ["Hangzhou"]
+    );
 }
 
 #[tokio::test]
@@ -209,7 +225,12 @@ async fn windows_that_do_not_overlap_never_contradict() {
         &d,
         &mut s,
         &[
-            episode(&g, 1, "Erin lived in Paris until 2020.", "2024-05-01T00:00:00Z"),
+            episode(
+                &g,
+                1,
+                "Erin lived in Paris until 2020.",
+                "2024-05-01T00:00:00Z",
+            ),
             episode(&g, 2, "Erin lives in Rome.", "2024-06-01T00:00:00Z"),
         ],
     )
@@ -237,7 +258,10 @@ async fn restatements_add_provenance_and_endings_end_facts() {
     .await;
     let f = fact_to(&s, "Initech");
     assert_eq!(f.len(), 1, "no duplicate fact");
-    assert_eq!(f[0].episodes, vec![Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3)]);
+    assert_eq!(
+        f[0].episodes,
+        vec![Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3)]
+    );
     assert_eq!(f[0].invalid_at, Some(ts("2024-06-01T00:00:00Z")));
 }
 
@@ -248,7 +272,12 @@ async fn cardinality_one_invalidates_without_a_model_and_many_does_not() {
         entity_verdict: None,
         calls: Mutex::new(Vec::new()),
     });
-    let d = Decider::new(x.clone(), Arc::new(TrigramEmbedder), Default::default(), DecideConfig::default());
+    let d = Decider::new(
+        x.clone(),
+        Arc::new(TrigramEmbedder),
+        Default::default(),
+        DecideConfig::default(),
+    );
     let mut s = GroupState::new(g.clone());
     run(
         &d,
@@ -261,7 +290,11 @@ async fn cardinality_one_invalidates_without_a_model_and_many_does_not() {
     .await;
     assert!(!fact_to(&s, "Initech")[0].is_current());
     assert!(fact_to(&s, "Globex")[0].is_current());
-    assert_eq!(*x.calls.lock().unwrap(), ["extract", "extract"], "no resolution call for cardinality-one");
+    assert_eq!(
+        *x.calls.lock().unwrap(),
+        ["extract", "extract"],
+        "no resolution call for cardinality-one"
+    );
 
     run(
         &d,
@@ -272,9 +305,16 @@ async fn cardinality_one_invalidates_without_a_model_and_many_does_not() {
         ],
     )
     .await;
-    assert!(fact_to(&s, "green tea")[0].is_current(), "the model said no contradiction");
+    assert!(
+        fact_to(&s, "green tea")[0].is_current(),
+        "the model said no contradiction"
+    );
     assert!(fact_to(&s, "coffee")[0].is_current());
-    assert_eq!(x.calls.lock().unwrap().last(), Some(&"resolve_facts"), "a many-relation asks the model");
+    assert_eq!(
+        x.calls.lock().unwrap().last(),
+        Some(&"resolve_facts"),
+        "a many-relation asks the model"
+    );
 }
 
 #[tokio::test]
@@ -283,18 +323,56 @@ async fn resolution_tiers() {
     let d = offline();
     let mut s = GroupState::new(g.clone());
     let stats_of = |b: &chronicle_model::EventBatch| b.stats.clone().unwrap().resolutions;
-    let b = d.decide(&s, &episode(&g, 1, "Maximilian Oberhauser works at International Business Machines Corporation.", "2024-01-01T00:00:00Z")).await.unwrap();
+    let b = d
+        .decide(
+            &s,
+            &episode(
+                &g,
+                1,
+                "Maximilian Oberhauser works at International Business Machines Corporation.",
+                "2024-01-01T00:00:00Z",
+            ),
+        )
+        .await
+        .unwrap();
     assert_eq!(stats_of(&b).get("new"), Some(&2));
     apply_batch(&mut s, &b);
     // exact: case and spacing differ
-    let b = d.decide(&s, &episode(&g, 2, "MAXIMILIAN  OBERHAUSER likes chess.", "2024-01-02T00:00:00Z")).await.unwrap();
+    let b = d
+        .decide(
+            &s,
+            &episode(
+                &g,
+                2,
+                "MAXIMILIAN  OBERHAUSER likes chess.",
+                "2024-01-02T00:00:00Z",
+            ),
+        )
+        .await
+        .unwrap();
     assert_eq!(stats_of(&b).get("exact"), Some(&1));
     apply_batch(&mut s, &b);
     // fuzzy: one letter missing from a long name
-    let b = d.decide(&s, &episode(&g, 3, "Maximilian Oberhauser works at International Business Machines Corporatio.", "2024-01-03T00:00:00Z")).await.unwrap();
+    let b = d
+        .decide(
+            &s,
+            &episode(
+                &g,
+                3,
+                "Maximilian Oberhauser works at International Business Machines Corporatio.",
+                "2024-01-03T00:00:00Z",
+            ),
+        )
+        .await
+        .unwrap();
     assert_eq!(stats_of(&b).get("fuzzy"), Some(&1), "{:?}", stats_of(&b));
     apply_batch(&mut s, &b);
-    assert_eq!(s.entities().count(), 3, "no duplicate entity: {:?}", s.entities().map(|e| &e.name).collect::<Vec<_>>());
+    assert_eq!(
+        s.entities().count(),
+        3,
+        "no duplicate entity: {:?}",
+        s.entities().map(|e| &e.name).collect::<Vec<_>>()
+    );
 
     // embedding and model tiers, with chosen vectors
     let vectors = BTreeMap::from([
@@ -306,18 +384,33 @@ async fn resolution_tiers() {
         entity_verdict: Some(0),
         calls: Mutex::new(Vec::new()),
     });
-    let d = Decider::new(model.clone(), Arc::new(ScriptedEmbedder(vectors)), Default::default(), DecideConfig::default());
+    let d = Decider::new(
+        model.clone(),
+        Arc::new(ScriptedEmbedder(vectors)),
+        Default::default(),
+        DecideConfig::default(),
+    );
     let mut s = GroupState::new(g.clone());
     for (n, text, tier) in [
         (10, "Robert Paulson likes soap.", "new"),
         (11, "Bob Paulson likes soap.", "embedding"),
         (12, "Rob P likes soap.", "llm"),
     ] {
-        let b = d.decide(&s, &episode(&g, n, text, "2024-02-01T00:00:00Z")).await.unwrap();
-        assert!(stats_of(&b).get(tier).is_some_and(|n| *n >= 1), "{text}: {:?}", stats_of(&b));
+        let b = d
+            .decide(&s, &episode(&g, n, text, "2024-02-01T00:00:00Z"))
+            .await
+            .unwrap();
+        assert!(
+            stats_of(&b).get(tier).is_some_and(|n| *n >= 1),
+            "{text}: {:?}",
+            stats_of(&b)
+        );
         apply_batch(&mut s, &b);
     }
-    assert_eq!(s.entities().filter(|e| e.entity_type() == "Person").count(), 1);
+    assert_eq!(
+        s.entities().filter(|e| e.entity_type() == "Person").count(),
+        1
+    );
     assert!(model.calls.lock().unwrap().contains(&"resolve_entities"));
 }
 
@@ -328,10 +421,25 @@ async fn triples_and_structured_json_need_no_extraction_call() {
         entity_verdict: None,
         calls: Mutex::new(Vec::new()),
     });
-    let d = Decider::new(model.clone(), Arc::new(TrigramEmbedder), Default::default(), DecideConfig::default());
+    let d = Decider::new(
+        model.clone(),
+        Arc::new(TrigramEmbedder),
+        Default::default(),
+        DecideConfig::default(),
+    );
     let mut s = GroupState::new(g.clone());
-    let mut a = episode(&g, 1, r#"{"source":"Dana","relation":"LIVES_IN","target":"Oslo","source_labels":["Person"]}"#, "2024-01-01T00:00:00Z");
-    let mut b = episode(&g, 2, r#"{"entities":[{"name":"Dana","entity_type_id":1},{"name":"Bergen","entity_type_id":2}],"facts":[{"source":"Dana","target":"Bergen","relation":"LIVES_IN","fact":"Dana moved to Bergen"}]}"#, "2024-05-01T00:00:00Z");
+    let mut a = episode(
+        &g,
+        1,
+        r#"{"source":"Dana","relation":"LIVES_IN","target":"Oslo","source_labels":["Person"]}"#,
+        "2024-01-01T00:00:00Z",
+    );
+    let mut b = episode(
+        &g,
+        2,
+        r#"{"entities":[{"name":"Dana","entity_type_id":1},{"name":"Bergen","entity_type_id":2}],"facts":[{"source":"Dana","target":"Bergen","relation":"LIVES_IN","fact":"Dana moved to Bergen"}]}"#,
+        "2024-05-01T00:00:00Z",
+    );
     if let Command::AddEpisode(e) = &mut a.command {
         e.source = EpisodeType::FactTriple;
     }
@@ -339,15 +447,25 @@ async fn triples_and_structured_json_need_no_extraction_call() {
         e.source = EpisodeType::Json;
     }
     run(&d, &mut s, &[a, b]).await;
-    assert!(model.calls.lock().unwrap().is_empty(), "{:?}", model.calls.lock().unwrap());
-    assert!(!fact_to(&s, "Oslo")[0].is_current(), "triples go through invalidation too");
+    assert!(
+        model.calls.lock().unwrap().is_empty(),
+        "{:?}",
+        model.calls.lock().unwrap()
+    );
+    assert!(
+        !fact_to(&s, "Oslo")[0].is_current(),
+        "triples go through invalidation too"
+    );
     assert_eq!(lives_at(&s, "Dana", ts("2024-06-01T00:00:00Z")), ["Bergen"]);
 
     let mut bad = episode(&g, 3, "not a triple", "2024-01-01T00:00:00Z");
     if let Command::AddEpisode(e) = &mut bad.command {
         e.source = EpisodeType::FactTriple;
     }
-    assert!(matches!(d.decide(&s, &bad).await, Err(crate::DecideError::Content(_))));
+    assert!(matches!(
+        d.decide(&s, &bad).await,
+        Err(crate::DecideError::Content(_))
+    ));
 }
 
 #[tokio::test]
@@ -355,23 +473,46 @@ async fn episode_duplicates_collapse_and_retraction_undoes() {
     let g = group("collapse");
     let d = offline();
     let mut s = GroupState::new(g.clone());
-    run(&d, &mut s, &[
-        episode(&g, 1, "Frank lives in Oslo. Frank works at Equinor.", "2024-01-01T00:00:00Z"),
-        episode(&g, 2, "Frank moved to Bergen.", "2024-02-01T00:00:00Z"),
-    ]).await;
+    run(
+        &d,
+        &mut s,
+        &[
+            episode(
+                &g,
+                1,
+                "Frank lives in Oslo. Frank works at Equinor.",
+                "2024-01-01T00:00:00Z",
+            ),
+            episode(&g, 2, "Frank moved to Bergen.", "2024-02-01T00:00:00Z"),
+        ],
+    )
+    .await;
     assert_eq!(s.entities().filter(|e| e.name == "Frank").count(), 1);
     let before = s.clone();
     let retract = Accepted {
-        command: Command::RetractEpisode { uuid: Uuid::from_u128(99), group_id: g.clone(), episode_uuid: Uuid::from_u128(2) },
+        command: Command::RetractEpisode {
+            uuid: Uuid::from_u128(99),
+            group_id: g.clone(),
+            episode_uuid: Uuid::from_u128(2),
+        },
         tx_time: ts("2024-03-01T00:00:00Z"),
         source: None,
     };
     run(&d, &mut s, &[retract]).await;
     assert!(s.entities().all(|e| e.name != "Bergen"));
-    assert!(fact_to(&s, "Oslo")[0].is_current(), "the move's invalidation is undone");
+    assert!(
+        fact_to(&s, "Oslo")[0].is_current(),
+        "the move's invalidation is undone"
+    );
     assert!(before.entities().any(|e| e.name == "Bergen"));
     // Deciding the same episode again is a no-op.
-    let again = d.decide(&s, &episode(&g, 1, "Frank lives in Oslo.", "2024-01-01T00:00:00Z")).await.unwrap();
+    let again = d
+        .decide(
+            &s,
+            &episode(&g, 1, "Frank lives in Oslo.", "2024-01-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
     assert!(again.events.is_empty());
 }
 
@@ -380,7 +521,12 @@ async fn episode_duplicates_collapse_and_retraction_undoes() {
 async fn deciding_is_deterministic() {
     let g = group("det");
     let items = [
-        episode(&g, 1, "Gina lives in Lima. Gina works at Andina.", "2024-01-01T00:00:00Z"),
+        episode(
+            &g,
+            1,
+            "Gina lives in Lima. Gina works at Andina.",
+            "2024-01-01T00:00:00Z",
+        ),
         episode(&g, 2, "Gina moved to Quito.", "2024-02-01T00:00:00Z"),
     ];
     let mut a = GroupState::new(g.clone());
@@ -401,7 +547,13 @@ async fn deciding_is_deterministic() {
 
 fn synthetic_group(n_episodes: usize) -> (GroupId, Vec<Accepted>) {
     let g = group("bulk");
-    let people = ["Ada Stone", "Ben Okafor", "Cleo Ruiz", "Dev Patel", "Eli Novak"];
+    let people = [
+        "Ada Stone",
+        "Ben Okafor",
+        "Cleo Ruiz",
+        "Dev Patel",
+        "Eli Novak",
+    ];
     let cities = ["Oslo", "Lima", "Kyiv", "Pune", "Nice"];
     let orgs = ["Initech", "Globex", "Umbrella"];
     let items = (0..n_episodes)
@@ -413,7 +565,12 @@ fn synthetic_group(n_episodes: usize) -> (GroupId, Vec<Accepted>) {
                 _ => format!("{p} moved to {}.", cities[(i * 7) % cities.len()]),
             };
             let day = 1 + (i * 13) % 27; // not in arrival order
-            episode(&g, 1000 + i as u128, &text, &format!("2024-{:02}-{day:02}T10:00:00Z", 1 + i % 12))
+            episode(
+                &g,
+                1000 + i as u128,
+                &text,
+                &format!("2024-{:02}-{day:02}T10:00:00Z", 1 + i % 12),
+            )
         })
         .collect();
     (g, items)
@@ -436,13 +593,30 @@ async fn bulk_equals_sequential() {
     let facts: Vec<&Fact> = sequential.facts().collect();
     for (i, a) in facts.iter().enumerate() {
         for b in &facts[i + 1..] {
-            let same = a.source_node_uuid == b.source_node_uuid && a.target_node_uuid == b.target_node_uuid && a.name == b.name;
-            assert!(!(same && a.valid_window().overlaps(&b.valid_window())), "{} / {}", a.fact, b.fact);
+            let same = a.source_node_uuid == b.source_node_uuid
+                && a.target_node_uuid == b.target_node_uuid
+                && a.name == b.name;
+            assert!(
+                !(same && a.valid_window().overlaps(&b.valid_window())),
+                "{} / {}",
+                a.fact,
+                b.fact
+            );
         }
     }
     // each person lives in at most one place at any time
-    for t in ["2024-03-15T00:00:00Z", "2024-08-01T00:00:00Z", "2025-01-01T00:00:00Z"] {
-        for p in ["Ada Stone", "Ben Okafor", "Cleo Ruiz", "Dev Patel", "Eli Novak"] {
+    for t in [
+        "2024-03-15T00:00:00Z",
+        "2024-08-01T00:00:00Z",
+        "2025-01-01T00:00:00Z",
+    ] {
+        for p in [
+            "Ada Stone",
+            "Ben Okafor",
+            "Cleo Ruiz",
+            "Dev Patel",
+            "Eli Novak",
+        ] {
             assert!(lives_at(&sequential, p, ts(t)).len() <= 1, "{p} at {t}");
         }
     }

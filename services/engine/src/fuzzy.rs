@@ -19,7 +19,13 @@ const MIN_SINGLE_TOKEN_LEN: usize = 6;
 pub fn fuzzy_key(name: &str) -> String {
     let cleaned: String = name
         .chars()
-        .map(|c| if c.is_alphanumeric() { c.to_lowercase().next().unwrap_or(c) } else { ' ' })
+        .map(|c| {
+            if c.is_alphanumeric() {
+                c.to_lowercase().next().unwrap_or(c)
+            } else {
+                ' '
+            }
+        })
         .collect();
     cleaned.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -193,6 +199,9 @@ mod tests {
         assert!(idx.matches("Maya Whitfield-Jones", 0.9).is_empty());
         assert!(idx.matches("Maya Bauer", 0.9).iter().all(|x| x.0 == c));
         idx.remove(a);
-        assert!(idx.matches("International Business Machines Corporation", 0.9).is_empty());
+        assert!(
+            idx.matches("International Business Machines Corporation", 0.9)
+                .is_empty()
+        );
     }
 }

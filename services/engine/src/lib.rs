@@ -15,6 +15,8 @@ pub mod ontology;
 pub mod ports;
 pub mod state;
 pub mod temporal;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use decide::{Accepted, DecideConfig, DecideError, Decider};
 pub use evolve::{Applied, apply, apply_batch};

@@ -25,8 +25,8 @@ use chronicle_model::EpisodeType;
 
 use crate::ontology::Ontology;
 use crate::ports::{
-    EntityResolutionRequest, ExtractedEntity, ExtractedFact, Extraction, ExtractionRequest, Extractor,
-    FactResolution, FactResolutionRequest, LlmError, SummaryRequest,
+    EntityResolutionRequest, ExtractedEntity, ExtractedFact, Extraction, ExtractionRequest,
+    Extractor, FactResolution, FactResolutionRequest, LlmError, SummaryRequest,
 };
 
 /// The deterministic pattern extractor.
@@ -48,7 +48,12 @@ struct Verb {
     tense: Tense,
 }
 
-const fn verb(phrase: &'static str, relation: &'static str, object_type: &'static str, tense: Tense) -> Verb {
+const fn verb(
+    phrase: &'static str,
+    relation: &'static str,
+    object_type: &'static str,
+    tense: Tense,
+) -> Verb {
     Verb {
         phrase,
         relation,
@@ -59,8 +64,18 @@ const fn verb(phrase: &'static str, relation: &'static str, object_type: &'stati
 
 /// Longest phrases first, so "has moved to" wins over "moved to".
 const VERBS: &[Verb] = &[
-    verb("stopped working at", "WORKS_AT", "Organization", Tense::Ended),
-    verb("started working at", "WORKS_AT", "Organization", Tense::Starts),
+    verb(
+        "stopped working at",
+        "WORKS_AT",
+        "Organization",
+        Tense::Ended,
+    ),
+    verb(
+        "started working at",
+        "WORKS_AT",
+        "Organization",
+        Tense::Starts,
+    ),
     verb("got married to", "MARRIED_TO", "Person", Tense::Starts),
     verb("is employed by", "WORKS_AT", "Organization", Tense::Starts),
     verb("is working at", "WORKS_AT", "Organization", Tense::Starts),
@@ -104,13 +119,38 @@ const VERBS: &[Verb] = &[
 
 /// Words that start a trailing time expression.
 const TIME_STARTERS: &[&str] = &[
-    "since", "in", "on", "last", "this", "yesterday", "today", "tomorrow", "until", "till", "from",
-    "two", "three", "a", "an", "one", "four", "five", "six", "several", "now", "recently", "ago",
-    "back", "earlier", "next",
+    "since",
+    "in",
+    "on",
+    "last",
+    "this",
+    "yesterday",
+    "today",
+    "tomorrow",
+    "until",
+    "till",
+    "from",
+    "two",
+    "three",
+    "a",
+    "an",
+    "one",
+    "four",
+    "five",
+    "six",
+    "several",
+    "now",
+    "recently",
+    "ago",
+    "back",
+    "earlier",
+    "next",
 ];
 
 /// Lower-case words allowed inside a multi-word proper name.
-const NAME_CONNECTORS: &[&str] = &["of", "de", "da", "del", "van", "von", "la", "le", "du", "and", "&"];
+const NAME_CONNECTORS: &[&str] = &[
+    "of", "de", "da", "del", "van", "von", "la", "le", "du", "and", "&",
+];
 
 const PRONOUNS_SPEAKER: &[&str] = &["i", "i've", "i'm", "we", "we've"];
 const PRONOUNS_PREVIOUS: &[&str] = &["he", "she", "they", "he's", "she's"];
@@ -130,7 +170,12 @@ fn clean(word: &str) -> &str {
 
 impl OfflineExtractor {
     /// Runs the patterns over plain text; `speaker` stands for "I".
-    pub fn extract_text(&self, text: &str, speaker: Option<&str>, ontology: &Ontology) -> Extraction {
+    pub fn extract_text(
+        &self,
+        text: &str,
+        speaker: Option<&str>,
+        ontology: &Ontology,
+    ) -> Extraction {
         let mut out = Extraction::default();
         let mut last_subject: Option<String> = speaker.map(str::to_owned);
         for sentence in split_sentences(text) {
@@ -138,13 +183,21 @@ impl OfflineExtractor {
             for clause_text in split_clauses(body) {
                 let words: Vec<&str> = clause_text.split_whitespace().collect();
                 let clause = Clause { words };
-                if let Some(found) = match_clause(&clause, speaker, last_subject.as_deref(), lead_time.as_deref()) {
+                if let Some(found) = match_clause(
+                    &clause,
+                    speaker,
+                    last_subject.as_deref(),
+                    lead_time.as_deref(),
+                ) {
                     last_subject = Some(found.subject.clone());
                     push_entity(&mut out, &found.subject, "Person", ontology);
                     push_entity(&mut out, &found.object, found.verb.object_type, ontology);
                     let (valid_at, invalid_at) = match found.verb.tense {
                         Tense::Starts => (found.time.clone(), found.until.clone()),
-                        Tense::Ended => (found.since.clone(), Some(found.time.or(found.until).unwrap_or_else(|| "now".into()))),
+                        Tense::Ended => (
+                            found.since.clone(),
+                            Some(found.time.or(found.until).unwrap_or_else(|| "now".into())),
+                        ),
                     };
                     out.facts.push(ExtractedFact {
                         source: found.subject,
@@ -196,7 +249,11 @@ fn split_sentences(text: &str) -> Vec<String> {
 /// "In March, Alice moved to Shanghai" → ("In March", "Alice moved to Shanghai").
 fn leading_time(sentence: &str) -> (Option<String>, &str) {
     if let Some((head, rest)) = sentence.split_once(',') {
-        let first = head.split_whitespace().next().map(str::to_lowercase).unwrap_or_default();
+        let first = head
+            .split_whitespace()
+            .next()
+            .map(str::to_lowercase)
+            .unwrap_or_default();
         if TIME_STARTERS.contains(&first.as_str()) && head.split_whitespace().count() <= 5 {
             return (Some(head.trim().to_owned()), rest.trim());
         }
@@ -217,7 +274,9 @@ fn split_clauses(body: &str) -> Vec<String> {
                     let after = &lower[i + sep.len()..];
                     VERBS
                         .iter()
-                        .any(|v| after.starts_with(v.phrase) && after[v.phrase.len()..].starts_with(' '))
+                        .any(|v| {
+                            after.starts_with(v.phrase) && after[v.phrase.len()..].starts_with(' ')
+                        })
                         .then_some((i, sep.len()))
                 })
             })
@@ -245,12 +304,23 @@ struct Found {
     sentence: String,
 }
 
-fn match_clause(clause: &Clause<'_>, speaker: Option<&str>, last_subject: Option<&str>, lead_time: Option<&str>) -> Option<Found> {
-    let lower: Vec<String> = clause.words.iter().map(|w| clean(w).to_lowercase()).collect();
+fn match_clause(
+    clause: &Clause<'_>,
+    speaker: Option<&str>,
+    last_subject: Option<&str>,
+    lead_time: Option<&str>,
+) -> Option<Found> {
+    let lower: Vec<String> = clause
+        .words
+        .iter()
+        .map(|w| clean(w).to_lowercase())
+        .collect();
     for start in 0..lower.len() {
         for v in VERBS {
             let phrase: Vec<&str> = v.phrase.split(' ').collect();
-            if start + phrase.len() > lower.len() || lower[start..start + phrase.len()] != phrase[..] {
+            if start + phrase.len() > lower.len()
+                || lower[start..start + phrase.len()] != phrase[..]
+            {
                 continue;
             }
             // Subject: the capitalized run right before the verb, or a pronoun.
@@ -274,11 +344,20 @@ fn match_clause(clause: &Clause<'_>, speaker: Option<&str>, last_subject: Option
     None
 }
 
-const FILLERS: &[&str] = &["also", "now", "recently", "just", "finally", "has", "have", "then", "and"];
+const FILLERS: &[&str] = &[
+    "also", "now", "recently", "just", "finally", "has", "have", "then", "and",
+];
 
-fn subject_of(before: &[&str], speaker: Option<&str>, last_subject: Option<&str>) -> Option<String> {
+fn subject_of(
+    before: &[&str],
+    speaker: Option<&str>,
+    last_subject: Option<&str>,
+) -> Option<String> {
     // "…, and joined Initech": no subject of its own, so the last one carries over.
-    if before.iter().all(|w| FILLERS.contains(&clean(w).to_lowercase().as_str())) {
+    if before
+        .iter()
+        .all(|w| FILLERS.contains(&clean(w).to_lowercase().as_str()))
+    {
         return last_subject.map(str::to_owned);
     }
     let mut run: Vec<&str> = Vec::new();
@@ -297,9 +376,7 @@ fn subject_of(before: &[&str], speaker: Option<&str>, last_subject: Option<&str>
         if run.is_empty() && PRONOUNS_PREVIOUS.contains(&lower.as_str()) {
             return last_subject.map(str::to_owned);
         }
-        if is_capitalized(c) {
-            run.push(c);
-        } else if !run.is_empty() && NAME_CONNECTORS.contains(&lower.as_str()) {
+        if is_capitalized(c) || (!run.is_empty() && NAME_CONNECTORS.contains(&lower.as_str())) {
             run.push(c);
         } else {
             break;
@@ -319,13 +396,22 @@ fn subject_of(before: &[&str], speaker: Option<&str>, last_subject: Option<&str>
 fn object_of<'a>(after: &'a [&'a str], object_type: &str) -> Option<(String, &'a [&'a str])> {
     let mut i = 0;
     // "moved from Paris to Berlin": the object follows the last "to".
-    if let Some(pos) = after.iter().position(|w| clean(w).eq_ignore_ascii_case("to"))
-        && after.first().is_some_and(|w| clean(w).eq_ignore_ascii_case("from"))
+    if let Some(pos) = after
+        .iter()
+        .position(|w| clean(w).eq_ignore_ascii_case("to"))
+        && after
+            .first()
+            .is_some_and(|w| clean(w).eq_ignore_ascii_case("from"))
     {
         i = pos + 1;
     }
     let proper = object_type != "Entity";
-    while i < after.len() && matches!(clean(after[i]).to_lowercase().as_str(), "the" | "a" | "an" | "my" | "his" | "her" | "their" | "our") {
+    while i < after.len()
+        && matches!(
+            clean(after[i]).to_lowercase().as_str(),
+            "the" | "a" | "an" | "my" | "his" | "her" | "their" | "our"
+        )
+    {
         if proper && is_capitalized(clean(after[i])) {
             break;
         }
@@ -342,9 +428,17 @@ fn object_of<'a>(after: &'a [&'a str], object_type: &str) -> Option<(String, &'a
         let lower = c.to_lowercase();
         let capital = is_capitalized(c);
         let accept = if proper {
-            capital || (!words.is_empty() && NAME_CONNECTORS.contains(&lower.as_str()) && after.get(j + 1).is_some_and(|n| is_capitalized(clean(n))))
+            capital
+                || (!words.is_empty()
+                    && NAME_CONNECTORS.contains(&lower.as_str())
+                    && after.get(j + 1).is_some_and(|n| is_capitalized(clean(n))))
         } else {
-            !(TIME_STARTERS.contains(&lower.as_str()) && !words.is_empty()) && !matches!(lower.as_str(), "because" | "but" | "with" | "when" | "while")
+            let time_word = TIME_STARTERS.contains(&lower.as_str()) && !words.is_empty();
+            let stop_word = matches!(
+                lower.as_str(),
+                "because" | "but" | "with" | "when" | "while"
+            );
+            !time_word && !stop_word
         };
         if !accept {
             break;
@@ -363,17 +457,30 @@ fn object_of<'a>(after: &'a [&'a str], object_type: &str) -> Option<(String, &'a
 
 /// The trailing time expression: (general, since, until).
 fn time_of(tail: &[&str], lead: Option<&str>) -> (Option<String>, Option<String>, Option<String>) {
-    let text = tail.iter().map(|w| clean(w)).filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ");
+    let text = tail
+        .iter()
+        .map(|w| clean(w))
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
     let lower = text.to_lowercase();
     let (mut time, mut since, mut until) = (None, None, None);
     if let Some(pos) = lower.find("until ").or_else(|| lower.find("till ")) {
-        until = Some(text[pos..].split_once(' ').map(|x| x.1).unwrap_or("").to_owned());
+        until = Some(
+            text[pos..]
+                .split_once(' ')
+                .map(|x| x.1)
+                .unwrap_or("")
+                .to_owned(),
+        );
     }
     let head = match lower.find("until ").or_else(|| lower.find("till ")) {
         Some(pos) => text[..pos].trim().to_owned(),
         None => text,
     };
-    if !head.is_empty() && TIME_STARTERS.contains(&head.split(' ').next().unwrap_or("").to_lowercase().as_str()) {
+    if !head.is_empty()
+        && TIME_STARTERS.contains(&head.split(' ').next().unwrap_or("").to_lowercase().as_str())
+    {
         if head.to_lowercase().starts_with("since ") || head.to_lowercase().starts_with("from ") {
             since = Some(head.clone());
         }
@@ -390,7 +497,9 @@ fn time_of(tail: &[&str], lead: Option<&str>) -> (Option<String>, Option<String>
 /// For `message` episodes, the speaker before the first colon.
 pub fn split_speaker(content: &str) -> (Option<&str>, &str) {
     match content.split_once(':') {
-        Some((actor, text)) if !actor.trim().is_empty() && actor.len() <= 64 && !actor.contains('\n') => {
+        Some((actor, text))
+            if !actor.trim().is_empty() && actor.len() <= 64 && !actor.contains('\n') =>
+        {
             let actor = actor.trim();
             let speaker = actor
                 .split_whitespace()
@@ -454,13 +563,19 @@ impl Extractor for OfflineExtractor {
         })
     }
 
-    async fn resolve_entities(&self, request: &EntityResolutionRequest) -> Result<Vec<Option<usize>>, LlmError> {
+    async fn resolve_entities(
+        &self,
+        request: &EntityResolutionRequest,
+    ) -> Result<Vec<Option<usize>>, LlmError> {
         // Without a model, an ambiguous entity is a new entity: a missed
         // merge is recoverable, a wrong merge is not.
         Ok(vec![None; request.entities.len()])
     }
 
-    async fn resolve_facts(&self, request: &FactResolutionRequest) -> Result<Vec<FactResolution>, LlmError> {
+    async fn resolve_facts(
+        &self,
+        request: &FactResolutionRequest,
+    ) -> Result<Vec<FactResolution>, LlmError> {
         Ok(vec![FactResolution::default(); request.facts.len()])
     }
 
@@ -477,7 +592,11 @@ impl Extractor for OfflineExtractor {
 /// summary's sentences from the end, restored to reading order.
 pub fn extractive_summary(current: &str, new_material: &[String], max_chars: usize) -> String {
     let mut sentences: Vec<String> = split_sentences(current);
-    sentences.extend(new_material.iter().map(|s| s.trim().trim_end_matches('.').to_owned()));
+    sentences.extend(
+        new_material
+            .iter()
+            .map(|s| s.trim().trim_end_matches('.').to_owned()),
+    );
     let mut kept: Vec<String> = Vec::new();
     let mut len = 0;
     for s in sentences.iter().rev() {
@@ -502,7 +621,9 @@ pub fn extractive_summary(current: &str, new_material: &[String], max_chars: usi
 mod tests {
     use super::*;
 
-    fn facts(text: &str, speaker: Option<&str>) -> Vec<(String, String, String, Option<String>, Option<String>)> {
+    type Row = (String, String, String, Option<String>, Option<String>);
+
+    fn facts(text: &str, speaker: Option<&str>) -> Vec<Row> {
         OfflineExtractor
             .extract_text(text, speaker, &Ontology::default())
             .facts
@@ -511,25 +632,40 @@ mod tests {
             .collect()
     }
 
-    fn f(s: &str, r: &str, t: &str, v: Option<&str>, i: Option<&str>) -> (String, String, String, Option<String>, Option<String>) {
-        (s.into(), r.into(), t.into(), v.map(Into::into), i.map(Into::into))
+    fn f(s: &str, r: &str, t: &str, v: Option<&str>, i: Option<&str>) -> Row {
+        (
+            s.into(),
+            r.into(),
+            t.into(),
+            v.map(Into::into),
+            i.map(Into::into),
+        )
     }
 
     #[test]
     fn synthetic_workload_sentences() {
         assert_eq!(
-            facts("Pedro Kowalski lives in Dublin. Wesley Bauer works at Wayne Enterprises.", None),
+            facts(
+                "Pedro Kowalski lives in Dublin. Wesley Bauer works at Wayne Enterprises.",
+                None
+            ),
             vec![
                 f("Pedro Kowalski", "LIVES_IN", "Dublin", None, None),
                 f("Wesley Bauer", "WORKS_AT", "Wayne Enterprises", None, None),
             ]
         );
-        assert_eq!(facts("Lorenzo Novak moved to Lisbon.", None), vec![f("Lorenzo Novak", "LIVES_IN", "Lisbon", None, None)]);
+        assert_eq!(
+            facts("Lorenzo Novak moved to Lisbon.", None),
+            vec![f("Lorenzo Novak", "LIVES_IN", "Lisbon", None, None)]
+        );
     }
 
     #[test]
     fn speakers_pronouns_and_times() {
-        assert_eq!(facts("I moved to Shanghai in March", Some("Alice")), vec![f("Alice", "LIVES_IN", "Shanghai", Some("in March"), None)]);
+        assert_eq!(
+            facts("I moved to Shanghai in March", Some("Alice")),
+            vec![f("Alice", "LIVES_IN", "Shanghai", Some("in March"), None)]
+        );
         assert_eq!(
             facts("Bob joined Initech last year and left Globex.", None),
             vec![
@@ -538,14 +674,29 @@ mod tests {
             ]
         );
         assert_eq!(
-            facts("In 2019, Carol moved to New York. She is married to Dave Smith since June.", None),
+            facts(
+                "In 2019, Carol moved to New York. She is married to Dave Smith since June.",
+                None
+            ),
             vec![
                 f("Carol", "LIVES_IN", "New York", Some("In 2019"), None),
-                f("Carol", "MARRIED_TO", "Dave Smith", Some("since June"), None),
+                f(
+                    "Carol",
+                    "MARRIED_TO",
+                    "Dave Smith",
+                    Some("since June"),
+                    None
+                ),
             ]
         );
-        assert_eq!(facts("Erin lived in Rio de Janeiro until 2020.", None), vec![f("Erin", "LIVES_IN", "Rio de Janeiro", None, Some("2020"))]);
-        assert_eq!(facts("Frank likes green tea.", None), vec![f("Frank", "LIKES", "green tea", None, None)]);
+        assert_eq!(
+            facts("Erin lived in Rio de Janeiro until 2020.", None),
+            vec![f("Erin", "LIVES_IN", "Rio de Janeiro", None, Some("2020"))]
+        );
+        assert_eq!(
+            facts("Frank likes green tea.", None),
+            vec![f("Frank", "LIKES", "green tea", None, None)]
+        );
         assert!(facts("The weather is nice.", None).is_empty());
     }
 
@@ -558,7 +709,11 @@ mod tests {
 
     #[test]
     fn extractive_summaries_keep_the_newest() {
-        let s = extractive_summary("Alice lives in Beijing.", &["Alice moved to Shanghai".into()], 200);
+        let s = extractive_summary(
+            "Alice lives in Beijing.",
+            &["Alice moved to Shanghai".into()],
+            200,
+        );
         assert_eq!(s, "Alice lives in Beijing. Alice moved to Shanghai.");
         let s = extractive_summary(&"Old fact. ".repeat(40), &["New fact".into()], 30);
         assert!(s.ends_with("New fact.") && s.len() <= 30, "{s}");

@@ -140,14 +140,21 @@ impl Default for Ontology {
         };
         Ontology {
             entity_types: vec![
-                ty(ENTITY_LABEL, "Anything worth remembering that fits no other type."),
+                ty(
+                    ENTITY_LABEL,
+                    "Anything worth remembering that fits no other type.",
+                ),
                 ty("Person", "A human being."),
                 ty("Location", "A city, country, address or other place."),
                 ty("Organization", "A company, institution or group."),
             ],
             edge_types: vec![
                 edge("LIVES_IN", "The person's current home.", Cardinality::One),
-                edge("WORKS_AT", "The person's current employer.", Cardinality::One),
+                edge(
+                    "WORKS_AT",
+                    "The person's current employer.",
+                    Cardinality::One,
+                ),
                 edge("MARRIED_TO", "Marriage.", Cardinality::One),
                 edge("LIKES", "Likes or loves.", Cardinality::Many),
                 edge("OWNS", "Owns.", Cardinality::Many),
@@ -163,7 +170,10 @@ impl Ontology {
     pub fn parse(text: &str) -> Result<Self, OntologyError> {
         let mut o: Ontology =
             serde_norway::from_str(text).map_err(|e| OntologyError::Parse(e.to_string()))?;
-        if o.entity_types.first().is_none_or(|t| t.name != ENTITY_LABEL) {
+        if o.entity_types
+            .first()
+            .is_none_or(|t| t.name != ENTITY_LABEL)
+        {
             o.entity_types.retain(|t| t.name != ENTITY_LABEL);
             o.entity_types.insert(
                 0,
@@ -175,7 +185,12 @@ impl Ontology {
             );
         }
         let mut seen = std::collections::BTreeSet::new();
-        for name in o.entity_types.iter().map(|t| &t.name).chain(o.edge_types.iter().map(|t| &t.name)) {
+        for name in o
+            .entity_types
+            .iter()
+            .map(|t| &t.name)
+            .chain(o.edge_types.iter().map(|t| &t.name))
+        {
             if name.trim().is_empty() {
                 return Err(OntologyError::EmptyName);
             }
@@ -219,7 +234,9 @@ impl Ontology {
 
     /// Cardinality of a relation (`Many` when undeclared).
     pub fn cardinality(&self, relation: &str) -> Cardinality {
-        self.edge_type(relation).map(|t| t.cardinality).unwrap_or_default()
+        self.edge_type(relation)
+            .map(|t| t.cardinality)
+            .unwrap_or_default()
     }
 }
 
@@ -252,8 +269,14 @@ custom_instructions: Prefer full names.
 
     #[test]
     fn bad_schemas() {
-        assert!(matches!(Ontology::parse("entity_types: 3"), Err(OntologyError::Parse(_))));
-        assert!(matches!(Ontology::parse("unknown_key: 1"), Err(OntologyError::Parse(_))));
+        assert!(matches!(
+            Ontology::parse("entity_types: 3"),
+            Err(OntologyError::Parse(_))
+        ));
+        assert!(matches!(
+            Ontology::parse("unknown_key: 1"),
+            Err(OntologyError::Parse(_))
+        ));
         assert_eq!(
             Ontology::parse("entity_types: [{name: A}, {name: A}]"),
             Err(OntologyError::Duplicate("A".into()))

@@ -4,22 +4,43 @@
 //! expressions ("since March", "last year", "two weeks ago"); this one parser
 //! turns both into instants, so every extractor gets the same semantics.
 
-use chrono::{DateTime, Datelike, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
 use chronicle_model::Timestamp;
+use chrono::{DateTime, Datelike, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
 
 const MONTHS: [&str; 12] = [
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 
 const NUMBER_WORDS: [&str; 13] = [
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-    "twelve",
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve",
 ];
 
 /// Words that introduce a time expression and carry no meaning of their own.
 const LEADING_WORDS: [&str; 12] = [
-    "since", "from", "in", "on", "at", "as of", "starting", "beginning", "until", "till", "by", "of",
+    "since",
+    "from",
+    "in",
+    "on",
+    "at",
+    "as of",
+    "starting",
+    "beginning",
+    "until",
+    "till",
+    "by",
+    "of",
 ];
 
 /// Resolves `expression` against `reference`; `None` when it names no time.
@@ -51,7 +72,9 @@ pub fn resolve(expression: &str, reference: Timestamp) -> Option<Timestamp> {
     }
     let now = reference.to_datetime();
     let today = now.date_naive();
-    let at = |d: NaiveDate| Timestamp::from_datetime(Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0)?)).ok();
+    let at = |d: NaiveDate| {
+        Timestamp::from_datetime(Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0)?)).ok()
+    };
     match s {
         "now" | "today" | "currently" | "present" | "the present" | "right now" | "nowadays" => {
             return Some(reference);
@@ -60,7 +83,9 @@ pub fn resolve(expression: &str, reference: Timestamp) -> Option<Timestamp> {
         "tomorrow" => return at(today + Duration::days(1)),
         "last week" => return at(today - Duration::days(7)),
         "next week" => return at(today + Duration::days(7)),
-        "this week" => return at(today - Duration::days(today.weekday().num_days_from_monday() as i64)),
+        "this week" => {
+            return at(today - Duration::days(today.weekday().num_days_from_monday() as i64));
+        }
         "last month" => return at(first_of_month(today).checked_sub_months(Months::new(1))?),
         "this month" => return at(first_of_month(today)),
         "next month" => return at(first_of_month(today).checked_add_months(Months::new(1))?),
@@ -97,7 +122,10 @@ fn number(word: &str) -> Option<i64> {
     if word == "a" || word == "an" {
         return Some(1);
     }
-    NUMBER_WORDS.iter().position(|w| *w == word).map(|n| n as i64)
+    NUMBER_WORDS
+        .iter()
+        .position(|w| *w == word)
+        .map(|n| n as i64)
 }
 
 /// "two weeks ago", "3 days ago", "a year ago".
@@ -178,7 +206,9 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
                 NaiveDate::from_ymd_opt(today.year() - 1, m, 1)
             }
         }
-        [m, y] if month(m).is_some() && year(y).is_some() => NaiveDate::from_ymd_opt(year(y)?, month(m)?, 1),
+        [m, y] if month(m).is_some() && year(y).is_some() => {
+            NaiveDate::from_ymd_opt(year(y)?, month(m)?, 1)
+        }
         [m, d] if month(m).is_some() && day(d).is_some() => most_recent(month(m)?, day(d)?),
         [d, m] if month(m).is_some() && day(d).is_some() => most_recent(month(m)?, day(d)?),
         [m, d, y] if month(m).is_some() && day(d).is_some() && year(y).is_some() => {
@@ -188,7 +218,7 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
             NaiveDate::from_ymd_opt(year(y)?, month(m)?, day(d)?)
         }
         ["early" | "mid" | "late" | "end" | "beginning", rest @ ..] if !rest.is_empty() => {
-            parse_date(&rest.join(" ").trim_start_matches("of ").to_string(), today)
+            parse_date(rest.join(" ").trim_start_matches("of "), today)
         }
         _ => None,
     }
@@ -230,7 +260,13 @@ mod tests {
             assert_eq!(resolve(expr, r), Some(ts(want)), "{expr}");
         }
         assert_eq!(resolve("now", r), Some(r));
-        for nothing in ["", "whenever", "the other day", "march madness", "31 february 2024"] {
+        for nothing in [
+            "",
+            "whenever",
+            "the other day",
+            "march madness",
+            "31 february 2024",
+        ] {
             assert_eq!(resolve(nothing, r), None, "{nothing}");
         }
     }

@@ -67,8 +67,8 @@ pub struct Metrics {
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-    10.0, 30.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
 ];
 
 impl Metrics {
@@ -78,13 +78,17 @@ impl Metrics {
         let counter = |name: &str, help: &str, labels: &[&str]| {
             declared.borrow_mut().push(name.to_owned());
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(c.clone())).expect("unique metric");
+            registry
+                .register(Box::new(c.clone()))
+                .expect("unique metric");
             c
         };
         let gauge = |name: &str, help: &str, labels: &[&str]| {
             declared.borrow_mut().push(name.to_owned());
             let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry.register(Box::new(g.clone())).expect("unique metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
             g
         };
         let histogram = |name: &str, help: &str, labels: &[&str]| {
@@ -94,7 +98,9 @@ impl Metrics {
                 labels,
             )
             .expect("valid metric");
-            registry.register(Box::new(h.clone())).expect("unique metric");
+            registry
+                .register(Box::new(h.clone()))
+                .expect("unique metric");
             h
         };
         let invalidations = IntCounter::new(
@@ -102,7 +108,9 @@ impl Metrics {
             "Facts invalidated by newer, contradicting facts.",
         )
         .expect("valid metric");
-        registry.register(Box::new(invalidations.clone())).expect("unique metric");
+        registry
+            .register(Box::new(invalidations.clone()))
+            .expect("unique metric");
         let projector_events_applied = IntCounter::new(
             "chronicle_projector_events_applied_total",
             "Graph events applied by the projector.",
@@ -111,8 +119,11 @@ impl Metrics {
         registry
             .register(Box::new(projector_events_applied.clone()))
             .expect("unique metric");
-        let ready = IntGauge::new("chronicle_ready", "1 when this process reports ready.").expect("valid metric");
-        registry.register(Box::new(ready.clone())).expect("unique metric");
+        let ready = IntGauge::new("chronicle_ready", "1 when this process reports ready.")
+            .expect("valid metric");
+        registry
+            .register(Box::new(ready.clone()))
+            .expect("unique metric");
         Metrics {
             episodes_appended: counter(
                 "chronicle_episodes_appended_total",
@@ -134,7 +145,11 @@ impl Metrics {
                 "Duration of each ingestion pipeline stage.",
                 &["stage"],
             ),
-            llm_calls: counter("chronicle_llm_calls_total", "Model calls, by prompt kind.", &["kind"]),
+            llm_calls: counter(
+                "chronicle_llm_calls_total",
+                "Model calls, by prompt kind.",
+                &["kind"],
+            ),
             llm_tokens: counter(
                 "chronicle_llm_tokens_total",
                 "Model tokens, by prompt kind and direction.",
@@ -244,8 +259,13 @@ mod tests {
         let m = &*METRICS;
         let names = m.names();
         assert!(names.len() >= 22, "{names:?}");
-        assert!(names.iter().all(|n| n.starts_with("chronicle_")), "{names:?}");
-        m.episodes_appended.with_label_values(&["add_episode"]).inc();
+        assert!(
+            names.iter().all(|n| n.starts_with("chronicle_")),
+            "{names:?}"
+        );
+        m.episodes_appended
+            .with_label_values(&["add_episode"])
+            .inc();
         assert!(m.render().contains("chronicle_episodes_appended_total"));
     }
 }

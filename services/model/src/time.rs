@@ -215,7 +215,7 @@ mod tests {
     }
 
     fn opt_ts() -> impl Strategy<Value = Option<Timestamp>> {
-        proptest::option::of((0i64..1_000).prop_map(|m| Timestamp(m)))
+        proptest::option::of((0i64..1_000).prop_map(Timestamp))
     }
 
     proptest! {
