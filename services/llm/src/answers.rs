@@ -118,14 +118,19 @@ pub(crate) fn extraction(raw: &str, ontology: &Ontology) -> Result<Extraction, S
         if name.is_empty() {
             continue;
         }
-        let Some(type_id) = u32::try_from(e.type_id).ok().filter(|&t| (t as usize) < type_count) else {
+        let Some(type_id) = u32::try_from(e.type_id)
+            .ok()
+            .filter(|&t| (t as usize) < type_count)
+        else {
             return Err(format!(
                 "entity {name:?} has type_id {}, but type ids are 0..={}",
                 e.type_id,
                 type_count - 1
             ));
         };
-        names.entry(normalize_name(name)).or_insert_with(|| name.to_owned());
+        names
+            .entry(normalize_name(name))
+            .or_insert_with(|| name.to_owned());
         entities.push(ExtractedEntity {
             name: name.to_owned(),
             entity_type_id: type_id,
@@ -134,8 +139,10 @@ pub(crate) fn extraction(raw: &str, ontology: &Ontology) -> Result<Extraction, S
     }
     let mut facts = Vec::with_capacity(answer.facts.len());
     for f in answer.facts {
-        let (Some(source), Some(target)) = (names.get(&normalize_name(&f.source)), names.get(&normalize_name(&f.target)))
-        else {
+        let (Some(source), Some(target)) = (
+            names.get(&normalize_name(&f.source)),
+            names.get(&normalize_name(&f.target)),
+        ) else {
             tracing::debug!(source = %f.source, target = %f.target, "dropping a fact whose endpoint was not extracted");
             continue;
         };
@@ -221,7 +228,11 @@ pub(crate) fn relation_name(raw: &str) -> String {
     while out.ends_with('_') {
         out.pop();
     }
-    if out.is_empty() { "RELATES_TO".into() } else { out }
+    if out.is_empty() {
+        "RELATES_TO".into()
+    } else {
+        out
+    }
 }
 
 fn time_expression(raw: Option<String>) -> Option<String> {
@@ -283,7 +294,10 @@ impl HasId for EntityVerdict {
 }
 
 /// One candidate index (or none) per ambiguous entity.
-pub(crate) fn entity_resolution(raw: &str, req: &EntityResolutionRequest) -> Result<Vec<Option<usize>>, String> {
+pub(crate) fn entity_resolution(
+    raw: &str,
+    req: &EntityResolutionRequest,
+) -> Result<Vec<Option<usize>>, String> {
     let answer: Answers<EntityVerdict> = parse(raw)?;
     let verdicts = by_id(answer.answers, req.entities.len())?;
     verdicts
@@ -297,7 +311,10 @@ pub(crate) fn entity_resolution(raw: &str, req: &EntityResolutionRequest) -> Res
                 .filter(|&d| d < e.candidates.len())
                 .map(Some)
                 .ok_or_else(|| {
-                    format!("entity #{id} duplicate {d}, but it has {} candidates (or -1)", e.candidates.len())
+                    format!(
+                        "entity #{id} duplicate {d}, but it has {} candidates (or -1)",
+                        e.candidates.len()
+                    )
                 }),
         })
         .collect()
@@ -319,7 +336,10 @@ impl HasId for FactVerdict {
 }
 
 /// Duplicate and contradiction indexes per new fact, all in range.
-pub(crate) fn fact_resolution(raw: &str, req: &FactResolutionRequest) -> Result<Vec<FactResolution>, String> {
+pub(crate) fn fact_resolution(
+    raw: &str,
+    req: &FactResolutionRequest,
+) -> Result<Vec<FactResolution>, String> {
     let answer: Answers<FactVerdict> = parse(raw)?;
     let verdicts = by_id(answer.answers, req.facts.len())?;
     let mut out = Vec::with_capacity(verdicts.len());
@@ -330,19 +350,33 @@ pub(crate) fn fact_resolution(raw: &str, req: &FactResolutionRequest) -> Result<
                 usize::try_from(d)
                     .ok()
                     .filter(|&d| d < f.duplicates.len())
-                    .ok_or_else(|| format!("fact #{id} duplicate_of {d}, but it has {} duplicate candidates", f.duplicates.len()))?,
+                    .ok_or_else(|| {
+                        format!(
+                            "fact #{id} duplicate_of {d}, but it has {} duplicate candidates",
+                            f.duplicates.len()
+                        )
+                    })?,
             ),
         };
         let mut contradicts = Vec::with_capacity(v.contradicts.len());
         for c in v.contradicts {
-            let c = usize::try_from(c).ok().filter(|&c| c < f.contradictions.len()).ok_or_else(|| {
-                format!("fact #{id} contradicts {c}, but it has {} contradiction candidates", f.contradictions.len())
-            })?;
+            let c = usize::try_from(c)
+                .ok()
+                .filter(|&c| c < f.contradictions.len())
+                .ok_or_else(|| {
+                    format!(
+                        "fact #{id} contradicts {c}, but it has {} contradiction candidates",
+                        f.contradictions.len()
+                    )
+                })?;
             contradicts.push(c);
         }
         contradicts.sort_unstable();
         contradicts.dedup();
-        out.push(FactResolution { duplicate_of, contradicts });
+        out.push(FactResolution {
+            duplicate_of,
+            contradicts,
+        });
     }
     Ok(out)
 }
@@ -368,7 +402,11 @@ pub(crate) fn summaries(raw: &str, req: &SummaryRequest) -> Result<Vec<String>, 
         .zip(&req.items)
         .map(|(s, item)| {
             let text = s.summary.split_whitespace().collect::<Vec<_>>().join(" ");
-            if text.is_empty() { item.current.clone() } else { cut(&text, req.max_chars) }
+            if text.is_empty() {
+                item.current.clone()
+            } else {
+                cut(&text, req.max_chars)
+            }
         })
         .collect())
 }
@@ -379,7 +417,7 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
         return text.to_owned();
     }
     let head: String = text.chars().take(max).collect();
-    let floor = head.len() / 2;
+    let floor = head.len() / 3;
     if let Some(i) = head.rfind(". ").filter(|&i| i >= floor) {
         return head[..=i].to_owned();
     }
@@ -410,7 +448,10 @@ pub(crate) fn scores(raw: &str, passages: usize) -> Result<Vec<f32>, String> {
             if s.score.is_finite() && (0.0..=100.0).contains(&s.score) {
                 Ok((s.score / 100.0) as f32)
             } else {
-                Err(format!("passage #{} scored {}, outside 0..=100", s.id, s.score))
+                Err(format!(
+                    "passage #{} scored {}, outside 0..=100",
+                    s.id, s.score
+                ))
             }
         })
         .collect()
@@ -419,16 +460,31 @@ pub(crate) fn scores(raw: &str, passages: usize) -> Result<Vec<f32>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chronicle_engine::ports::{AmbiguousEntity, CandidateEntity, CandidateFact, NewFactCandidates, SummaryItem, SummaryKind};
+    use chronicle_engine::ports::{
+        AmbiguousEntity, CandidateEntity, CandidateFact, NewFactCandidates, SummaryItem,
+        SummaryKind,
+    };
     use serde_json::json;
 
     #[test]
     fn think_blocks_fences_and_prose_are_removed() {
-        assert_eq!(json_text("<think>{\"no\":1}\nhmm</think>\n{\"a\":1}"), "{\"a\":1}");
-        assert_eq!(json_text("reasoning without an opening tag</think>{\"a\":1}"), "{\"a\":1}");
-        assert_eq!(json_text("<think>a</think><think>b</think> {\"a\":1}"), "{\"a\":1}");
+        assert_eq!(
+            json_text("<think>{\"no\":1}\nhmm</think>\n{\"a\":1}"),
+            "{\"a\":1}"
+        );
+        assert_eq!(
+            json_text("reasoning without an opening tag</think>{\"a\":1}"),
+            "{\"a\":1}"
+        );
+        assert_eq!(
+            json_text("<think>a</think><think>b</think> {\"a\":1}"),
+            "{\"a\":1}"
+        );
         assert_eq!(json_text("```json\n{\"a\":1}\n```"), "{\"a\":1}");
-        assert_eq!(json_text("Here you go: {\"a\":1} Hope it helps."), "{\"a\":1}");
+        assert_eq!(
+            json_text("Here you go: {\"a\":1} Hope it helps."),
+            "{\"a\":1}"
+        );
         assert_eq!(json_text("{\"a\":1}<think>unfinished"), "{\"a\":1}");
     }
 
@@ -455,18 +511,31 @@ mod tests {
         let x = extraction(&raw, &o).unwrap();
         assert_eq!(x.entities.len(), 2);
         assert_eq!(x.entities[0].name, "Alice");
-        assert_eq!(x.entities[0].attributes, json!({"age": 41, "vegan": true}).as_object().unwrap().clone());
+        assert_eq!(
+            x.entities[0].attributes,
+            json!({"age": 41, "vegan": true})
+                .as_object()
+                .unwrap()
+                .clone()
+        );
         assert_eq!(x.facts.len(), 1);
         let f = &x.facts[0];
-        assert_eq!((f.source.as_str(), f.target.as_str(), f.relation.as_str()), ("Alice", "Paris", "LIVES_IN"));
-        assert_eq!((f.valid_at.as_deref(), f.invalid_at.as_deref()), (Some("since March"), None));
+        assert_eq!(
+            (f.source.as_str(), f.target.as_str(), f.relation.as_str()),
+            ("Alice", "Paris", "LIVES_IN")
+        );
+        assert_eq!(
+            (f.valid_at.as_deref(), f.invalid_at.as_deref()),
+            (Some("since March"), None)
+        );
     }
 
     #[test]
     fn extraction_rejects_type_ids_outside_the_ontology() {
         let o = ontology_with_age();
         for bad in [2, -1, 99] {
-            let raw = json!({"entities": [{"name": "Alice", "type_id": bad}], "facts": []}).to_string();
+            let raw =
+                json!({"entities": [{"name": "Alice", "type_id": bad}], "facts": []}).to_string();
             let e = extraction(&raw, &o).unwrap_err();
             assert!(e.contains("type_id"), "{e}");
         }
@@ -475,12 +544,24 @@ mod tests {
     }
 
     fn entity_request() -> EntityResolutionRequest {
-        let cand = |n: &str| CandidateEntity { name: n.into(), entity_type: "Person".into(), summary: String::new() };
+        let cand = |n: &str| CandidateEntity {
+            name: n.into(),
+            entity_type: "Person".into(),
+            summary: String::new(),
+        };
         EntityResolutionRequest {
             episode_content: String::new(),
             entities: vec![
-                AmbiguousEntity { name: "Bob".into(), entity_type: "Person".into(), candidates: vec![cand("Bob Stone"), cand("Bobby")] },
-                AmbiguousEntity { name: "Al".into(), entity_type: "Person".into(), candidates: vec![cand("Alan")] },
+                AmbiguousEntity {
+                    name: "Bob".into(),
+                    entity_type: "Person".into(),
+                    candidates: vec![cand("Bob Stone"), cand("Bobby")],
+                },
+                AmbiguousEntity {
+                    name: "Al".into(),
+                    entity_type: "Person".into(),
+                    candidates: vec![cand("Alan")],
+                },
             ],
         }
     }
@@ -488,13 +569,26 @@ mod tests {
     #[test]
     fn entity_verdicts_need_one_in_range_answer_per_entity() {
         let req = entity_request();
-        let ok = json!({"answers": [{"id": 1, "duplicate": -1}, {"id": 0, "duplicate": 1}]}).to_string();
+        let ok =
+            json!({"answers": [{"id": 1, "duplicate": -1}, {"id": 0, "duplicate": 1}]}).to_string();
         assert_eq!(entity_resolution(&ok, &req).unwrap(), vec![Some(1), None]);
         for (bad, why) in [
-            (json!({"answers": [{"id": 0, "duplicate": 2}, {"id": 1, "duplicate": -1}]}), "candidates"),
-            (json!({"answers": [{"id": 0, "duplicate": 0}]}), "no answer for id 1"),
-            (json!({"answers": [{"id": 0, "duplicate": 0}, {"id": 0, "duplicate": 0}]}), "two answers"),
-            (json!({"answers": [{"id": 0, "duplicate": 0}, {"id": 5, "duplicate": 0}]}), "ids are 0..2"),
+            (
+                json!({"answers": [{"id": 0, "duplicate": 2}, {"id": 1, "duplicate": -1}]}),
+                "candidates",
+            ),
+            (
+                json!({"answers": [{"id": 0, "duplicate": 0}]}),
+                "no answer for id 1",
+            ),
+            (
+                json!({"answers": [{"id": 0, "duplicate": 0}, {"id": 0, "duplicate": 0}]}),
+                "two answers",
+            ),
+            (
+                json!({"answers": [{"id": 0, "duplicate": 0}, {"id": 5, "duplicate": 0}]}),
+                "ids are 0..2",
+            ),
         ] {
             let e = entity_resolution(&bad.to_string(), &req).unwrap_err();
             assert!(e.contains(why), "{e}");
@@ -503,7 +597,12 @@ mod tests {
 
     #[test]
     fn fact_verdicts_are_checked_and_sorted() {
-        let cand = CandidateFact { relation: "R".into(), fact: "f".into(), valid_at: None, invalid_at: None };
+        let cand = CandidateFact {
+            relation: "R".into(),
+            fact: "f".into(),
+            valid_at: None,
+            invalid_at: None,
+        };
         let req = FactResolutionRequest {
             facts: vec![NewFactCandidates {
                 relation: "R".into(),
@@ -513,12 +612,28 @@ mod tests {
                 contradictions: vec![cand.clone(), cand.clone(), cand],
             }],
         };
-        let ok = json!({"answers": [{"id": 0, "duplicate_of": null, "contradicts": [2, 0, 2]}]}).to_string();
-        assert_eq!(fact_resolution(&ok, &req).unwrap(), vec![FactResolution { duplicate_of: None, contradicts: vec![0, 2] }]);
+        let ok = json!({"answers": [{"id": 0, "duplicate_of": null, "contradicts": [2, 0, 2]}]})
+            .to_string();
+        assert_eq!(
+            fact_resolution(&ok, &req).unwrap(),
+            vec![FactResolution {
+                duplicate_of: None,
+                contradicts: vec![0, 2]
+            }]
+        );
         let bad = json!({"answers": [{"id": 0, "duplicate_of": 1, "contradicts": []}]}).to_string();
-        assert!(fact_resolution(&bad, &req).unwrap_err().contains("duplicate_of 1"));
-        let bad = json!({"answers": [{"id": 0, "duplicate_of": 0, "contradicts": [3]}]}).to_string();
-        assert!(fact_resolution(&bad, &req).unwrap_err().contains("contradicts 3"));
+        assert!(
+            fact_resolution(&bad, &req)
+                .unwrap_err()
+                .contains("duplicate_of 1")
+        );
+        let bad =
+            json!({"answers": [{"id": 0, "duplicate_of": 0, "contradicts": [3]}]}).to_string();
+        assert!(
+            fact_resolution(&bad, &req)
+                .unwrap_err()
+                .contains("contradicts 3")
+        );
     }
 
     #[test]
@@ -527,8 +642,16 @@ mod tests {
             kind: SummaryKind::Entity,
             max_chars: 40,
             items: vec![
-                SummaryItem { subject: "A".into(), current: "kept".into(), new_material: vec![] },
-                SummaryItem { subject: "B".into(), current: String::new(), new_material: vec![] },
+                SummaryItem {
+                    subject: "A".into(),
+                    current: "kept".into(),
+                    new_material: vec![],
+                },
+                SummaryItem {
+                    subject: "B".into(),
+                    current: String::new(),
+                    new_material: vec![],
+                },
             ],
         };
         let raw = json!({"answers": [
@@ -540,7 +663,8 @@ mod tests {
         assert_eq!(s, vec!["kept".to_owned(), "Bob lives in Paris.".to_owned()]);
         assert_eq!(cut("aaaa bbbb cccc", 12), "aaaa bbbb");
 
-        let raw = json!({"answers": [{"id": 1, "score": 20}, {"id": 0, "score": 95.5}]}).to_string();
+        let raw =
+            json!({"answers": [{"id": 1, "score": 20}, {"id": 0, "score": 95.5}]}).to_string();
         assert_eq!(scores(&raw, 2).unwrap(), vec![0.955, 0.2]);
         let raw = json!({"answers": [{"id": 0, "score": 120}]}).to_string();
         assert!(scores(&raw, 1).is_err());

@@ -24,7 +24,15 @@ impl CacheKey {
     /// Key of a chat answer: model, prompt version, kind, both messages and the schema.
     pub fn chat(model: &str, prompt: &Prompt) -> Self {
         let schema = prompt.schema.to_string();
-        Self::of(&["chat", model, PROMPT_VERSION, prompt.kind.as_str(), &prompt.system, &prompt.user, &schema])
+        Self::of(&[
+            "chat",
+            model,
+            PROMPT_VERSION,
+            prompt.kind.as_str(),
+            &prompt.system,
+            &prompt.user,
+            &schema,
+        ])
     }
 
     /// Key of one text's embedding by a model at a vector length.
@@ -57,7 +65,9 @@ pub struct ResponseCache {
 
 impl std::fmt::Debug for ResponseCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResponseCache").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("ResponseCache")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -65,10 +75,15 @@ impl ResponseCache {
     /// Opens (or creates) the cache file, creating its directory if needed.
     pub fn open(path: impl AsRef<Path>) -> Result<Arc<Self>, SetupError> {
         let path = path.as_ref().to_path_buf();
-        let fail = |e: redb::Error| SetupError::Cache { path: path.clone(), source: Box::new(e) };
+        let fail = |e: redb::Error| SetupError::Cache {
+            path: path.clone(),
+            source: Box::new(e),
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| SetupError::Cache { path: path.clone(), source: Box::new(e) })?;
+            std::fs::create_dir_all(dir).map_err(|e| SetupError::Cache {
+                path: path.clone(),
+                source: Box::new(e),
+            })?;
         }
         let db = Database::create(&path).map_err(|e| fail(e.into()))?;
         let tx = db.begin_write().map_err(|e| fail(e.into()))?;
@@ -147,7 +162,12 @@ mod tests {
     use serde_json::json;
 
     fn prompt(user: &str) -> Prompt {
-        Prompt { kind: PromptKind::Rerank, system: "s".into(), user: user.into(), schema: json!({}) }
+        Prompt {
+            kind: PromptKind::Rerank,
+            system: "s".into(),
+            user: user.into(),
+            schema: json!({}),
+        }
     }
 
     #[test]
@@ -177,6 +197,9 @@ mod tests {
         }
         let c = ResponseCache::open(&path).unwrap();
         assert_eq!(c.answer(&k).unwrap().as_deref(), Some("{\"answers\":[]}"));
-        assert_eq!(c.embeddings(&[e, k]).unwrap(), vec![Some(vec![0.6, -0.8]), None]);
+        assert_eq!(
+            c.embeddings(&[e, k]).unwrap(),
+            vec![Some(vec![0.6, -0.8]), None]
+        );
     }
 }

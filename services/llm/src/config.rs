@@ -16,6 +16,9 @@ pub struct OpenAiConfig {
     pub base_url: String,
     /// Bearer token; local servers usually need none.
     pub api_key: Option<String>,
+    /// Send the key in this header instead of `Authorization: Bearer`
+    /// (Azure's `api-key`).
+    pub api_key_header: Option<String>,
     /// Chat model for extraction, resolution, summaries and reranking.
     pub model: String,
     /// Embedding model.
@@ -56,6 +59,7 @@ impl OpenAiConfig {
         OpenAiConfig {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
             api_key: None,
+            api_key_header: None,
             model: DEFAULT_MODEL.into(),
             embedding_model: DEFAULT_EMBEDDING_MODEL.into(),
             embedding_dim: known_embedding_dim(DEFAULT_EMBEDDING_MODEL).unwrap_or(1536),
@@ -78,6 +82,7 @@ impl OpenAiConfig {
     /// |---|---|
     /// | `CHRONICLE_LLM_BASE_URL` | API root, e.g. `http://localhost:11434/v1` |
     /// | `CHRONICLE_LLM_API_KEY`, else `OPENAI_API_KEY` | bearer token |
+    /// | `CHRONICLE_LLM_API_KEY_HEADER` | send the key in this header instead (Azure: `api-key`) |
     /// | `CHRONICLE_LLM_MODEL` | chat model |
     /// | `CHRONICLE_EMBEDDING_MODEL`, `CHRONICLE_EMBEDDING_DIM` | embedding model and its vector length |
     /// | `CHRONICLE_EMBEDDING_BATCH` | texts per embeddings request |
@@ -92,12 +97,17 @@ impl OpenAiConfig {
 
     /// [`from_env`](Self::from_env) over any variable source (tests, config files).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, SetupError> {
-        let get = |name: &str| get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let get = |name: &str| {
+            get(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
         let Some(base_url) = get("CHRONICLE_LLM_BASE_URL") else {
             return Ok(None);
         };
         let mut c = OpenAiConfig::new(base_url);
         c.api_key = get("CHRONICLE_LLM_API_KEY").or_else(|| get("OPENAI_API_KEY"));
+        c.api_key_header = get("CHRONICLE_LLM_API_KEY_HEADER");
         if let Some(m) = get("CHRONICLE_LLM_MODEL") {
             c.model = m;
         }
@@ -115,10 +125,14 @@ impl OpenAiConfig {
             c.max_concurrency = parse_positive("CHRONICLE_LLM_MAX_CONCURRENCY", &v)?;
         }
         if let Some(v) = get("CHRONICLE_LLM_MAX_RETRIES") {
-            c.max_retries = v.parse().map_err(|_| bad("CHRONICLE_LLM_MAX_RETRIES", &v))?;
+            c.max_retries = v
+                .parse()
+                .map_err(|_| bad("CHRONICLE_LLM_MAX_RETRIES", &v))?;
         }
         if let Some(v) = get("CHRONICLE_LLM_TIMEOUT_SECS") {
-            let secs: f64 = v.parse().map_err(|_| bad("CHRONICLE_LLM_TIMEOUT_SECS", &v))?;
+            let secs: f64 = v
+                .parse()
+                .map_err(|_| bad("CHRONICLE_LLM_TIMEOUT_SECS", &v))?;
             if !(secs.is_finite() && secs > 0.0) {
                 return Err(bad("CHRONICLE_LLM_TIMEOUT_SECS", &v));
             }
@@ -128,7 +142,10 @@ impl OpenAiConfig {
             c.temperature = if v.eq_ignore_ascii_case("default") {
                 None
             } else {
-                Some(v.parse().map_err(|_| bad("CHRONICLE_LLM_TEMPERATURE", &v))?)
+                Some(
+                    v.parse()
+                        .map_err(|_| bad("CHRONICLE_LLM_TEMPERATURE", &v))?,
+                )
             };
         }
         if let Some(v) = get("CHRONICLE_LLM_JSON_SCHEMA") {
@@ -154,6 +171,7 @@ impl fmt::Debug for OpenAiConfig {
         f.debug_struct("OpenAiConfig")
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
+            .field("api_key_header", &self.api_key_header)
             .field("model", &self.model)
             .field("embedding_model", &self.embedding_model)
             .field("embedding_dim", &self.embedding_dim)
@@ -200,12 +218,20 @@ mod tests {
     use super::*;
 
     fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
     }
 
     #[test]
     fn no_base_url_means_not_configured() {
-        assert_eq!(OpenAiConfig::from_lookup(lookup(&[("OPENAI_API_KEY", "k")])).unwrap(), None);
+        assert_eq!(
+            OpenAiConfig::from_lookup(lookup(&[("OPENAI_API_KEY", "k")])).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -245,7 +271,10 @@ mod tests {
             ("CHRONICLE_LLM_TEMPERATURE", "hot"),
             ("CHRONICLE_EMBEDDING_DIM", "x"),
         ] {
-            let r = OpenAiConfig::from_lookup(lookup(&[("CHRONICLE_LLM_BASE_URL", "http://x"), (k, v)]));
+            let r = OpenAiConfig::from_lookup(lookup(&[
+                ("CHRONICLE_LLM_BASE_URL", "http://x"),
+                (k, v),
+            ]));
             assert!(matches!(r, Err(SetupError::Config(_))), "{k}={v}");
         }
     }

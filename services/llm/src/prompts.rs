@@ -89,7 +89,10 @@ impl Prompt {
 /// Entities and facts of one episode, in one call.
 pub fn extraction(req: &ExtractionRequest) -> Prompt {
     let ontology = &req.ontology;
-    let with_attributes = ontology.entity_types.iter().any(|t| !t.attributes.is_empty());
+    let with_attributes = ontology
+        .entity_types
+        .iter()
+        .any(|t| !t.attributes.is_empty());
     let mut system = String::from(EXTRACT_INTRO);
     system.push_str(match req.source {
         EpisodeType::Message => EXTRACT_MESSAGE,
@@ -123,7 +126,8 @@ pub fn extraction(req: &ExtractionRequest) -> Prompt {
 }
 
 const EXTRACT_INTRO: &str = "You build a knowledge graph from the current episode: extract the entities it mentions and the facts it states about them.\n";
-const EXTRACT_MESSAGE: &str = "The episode is a chat message, `speaker: text`; the speaker is an entity.\n";
+const EXTRACT_MESSAGE: &str =
+    "The episode is a chat message, `speaker: text`; the speaker is an entity.\n";
 const EXTRACT_TEXT: &str = "The episode is a text.\n";
 const EXTRACT_JSON: &str = "The episode is a JSON document: extract the entity it describes and the entities named in its values; its properties give facts.\n";
 const EXTRACT_ENTITIES: &str = "\
@@ -170,7 +174,11 @@ fn write_ontology(out: &mut String, ontology: &Ontology) {
         out.push('\n');
     }
     if !ontology.excluded_entity_types.is_empty() {
-        let _ = writeln!(out, "Do not extract entities of types: {}", ontology.excluded_entity_types.join(", "));
+        let _ = writeln!(
+            out,
+            "Do not extract entities of types: {}",
+            ontology.excluded_entity_types.join(", ")
+        );
     }
     if !ontology.edge_types.is_empty() {
         out.push_str("RELATION TYPES\n");
@@ -204,7 +212,11 @@ fn write_context(out: &mut String, previous: &[chronicle_engine::ports::ContextE
     let mut lines = Vec::new();
     let mut total = 0;
     for e in previous.iter().rev() {
-        let line = format!("[{}] {}\n", e.valid_at, one_line(&e.content, CONTEXT_EPISODE_CHARS));
+        let line = format!(
+            "[{}] {}\n",
+            e.valid_at,
+            one_line(&e.content, CONTEXT_EPISODE_CHARS)
+        );
         total += line.len();
         if total > CONTEXT_TOTAL_CHARS && !lines.is_empty() {
             break;
@@ -221,7 +233,11 @@ fn write_context(out: &mut String, previous: &[chronicle_engine::ports::ContextE
 }
 
 fn write_episode(out: &mut String, content: &str) {
-    let _ = writeln!(out, "{CURRENT_EPISODE_OPEN}\n{}\n{CURRENT_EPISODE_CLOSE}", content.trim());
+    let _ = writeln!(
+        out,
+        "{CURRENT_EPISODE_OPEN}\n{}\n{CURRENT_EPISODE_CLOSE}",
+        content.trim()
+    );
 }
 
 fn extraction_schema(ontology: &Ontology, with_attributes: bool) -> Value {
@@ -265,9 +281,19 @@ pub fn entity_resolution(req: &EntityResolutionRequest) -> Prompt {
     write_episode(&mut user, &req.episode_content);
     user.push_str("ENTITIES\n");
     for (id, e) in req.entities.iter().enumerate() {
-        let _ = writeln!(user, "#{id} {} ({})", one_line(&e.name, 200), one_line(&e.entity_type, 60));
+        let _ = writeln!(
+            user,
+            "#{id} {} ({})",
+            one_line(&e.name, 200),
+            one_line(&e.entity_type, 60)
+        );
         for (i, c) in e.candidates.iter().enumerate() {
-            let _ = write!(user, "  {i}: {} ({})", one_line(&c.name, 200), one_line(&c.entity_type, 60));
+            let _ = write!(
+                user,
+                "  {i}: {} ({})",
+                one_line(&c.name, 200),
+                one_line(&c.entity_type, 60)
+            );
             let summary = one_line(&c.summary, CANDIDATE_SUMMARY_CHARS);
             if !summary.is_empty() {
                 let _ = write!(user, " - {summary}");
@@ -469,7 +495,10 @@ pub fn current_episode(text: &str) -> Option<&str> {
 
 /// Number of `#<id>` items a user message asks about (outside the episode).
 pub fn item_count(user: &str) -> usize {
-    let outside = match (user.find(CURRENT_EPISODE_OPEN), user.find(CURRENT_EPISODE_CLOSE)) {
+    let outside = match (
+        user.find(CURRENT_EPISODE_OPEN),
+        user.find(CURRENT_EPISODE_CLOSE),
+    ) {
         (Some(a), Some(b)) if a < b => format!("{}{}", &user[..a], &user[b..]),
         _ => user.to_owned(),
     };
@@ -524,7 +553,8 @@ mod tests {
                 .enumerate()
                 .map(|(i, c)| ContextEpisode {
                     content: (*c).into(),
-                    valid_at: ts("2024-05-01T09:00:00Z").saturating_add_micros(i as i64 * 60_000_000),
+                    valid_at: ts("2024-05-01T09:00:00Z")
+                        .saturating_add_micros(i as i64 * 60_000_000),
                 })
                 .collect(),
             ontology: Ontology::default(),
@@ -535,15 +565,28 @@ mod tests {
     fn extraction_prompt_is_compact_and_marks_the_episode() {
         let content = "alice: Miso is doing great, she already sleeps on my desk. Bob says I can bring her to the office on Fridays.";
         let p = extraction(&chat_request(content));
-        assert!(p.chars() < 4_500, "extraction prompt is {} chars:\n{}\n{}", p.chars(), p.system, p.user);
+        assert!(
+            p.chars() < 4_500,
+            "extraction prompt is {} chars:\n{}\n{}",
+            p.chars(),
+            p.system,
+            p.user
+        );
         assert_eq!(current_episode(&p.user), Some(content));
         assert!(p.system.contains("1 Person: A human being."));
         assert!(p.system.contains("LIVES_IN: The person's current home."));
         assert!(p.user.contains("REFERENCE TIME: 2024-05-02T10:00:00Z"));
         assert!(p.user.contains("[2024-05-01T09:00:00Z] alice: Hi!"));
-        assert_eq!(p.schema["properties"]["entities"]["items"]["properties"]["type_id"]["enum"], json!([0, 1, 2, 3]));
+        assert_eq!(
+            p.schema["properties"]["entities"]["items"]["properties"]["type_id"]["enum"],
+            json!([0, 1, 2, 3])
+        );
         // No attribute fields declared: no attributes in the schema or the instructions.
-        assert!(p.schema["properties"]["entities"]["items"]["properties"].get("attributes").is_none());
+        assert!(
+            p.schema["properties"]["entities"]["items"]["properties"]
+                .get("attributes")
+                .is_none()
+        );
         assert_eq!(item_count(&p.user), 0);
     }
 
@@ -556,22 +599,42 @@ mod tests {
         )
         .unwrap();
         let p = extraction(&req);
-        assert!(p.system.contains("1 Person: A human. Attributes: age (integer) Age in years"), "{}", p.system);
-        assert!(p.system.contains("Do not extract entities of types: Secret"));
+        assert!(
+            p.system
+                .contains("1 Person: A human. Attributes: age (integer) Age in years"),
+            "{}",
+            p.system
+        );
+        assert!(
+            p.system
+                .contains("Do not extract entities of types: Secret")
+        );
         assert!(p.system.contains("KNOWS: Acquaintance."));
         assert!(p.system.contains("INSTRUCTIONS\nPrefer full names."));
         assert!(p.system.contains("attributes:"));
-        assert!(p.schema["properties"]["entities"]["items"]["required"].as_array().unwrap().contains(&json!("attributes")));
+        assert!(
+            p.schema["properties"]["entities"]["items"]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("attributes"))
+        );
     }
 
     #[test]
     fn context_is_bounded_and_keeps_the_newest() {
         let mut req = chat_request("x: y");
         req.previous_episodes = (0..50)
-            .map(|i| ContextEpisode { content: format!("episode {i} {}", "word ".repeat(200)), valid_at: ts("2024-01-01T00:00:00Z") })
+            .map(|i| ContextEpisode {
+                content: format!("episode {i} {}", "word ".repeat(200)),
+                valid_at: ts("2024-01-01T00:00:00Z"),
+            })
             .collect();
         let p = extraction(&req);
-        assert!(p.user.len() < CONTEXT_TOTAL_CHARS + 1_000, "{}", p.user.len());
+        assert!(
+            p.user.len() < CONTEXT_TOTAL_CHARS + 1_000,
+            "{}",
+            p.user.len()
+        );
         assert!(p.user.contains("episode 49 "));
         assert!(!p.user.contains("episode 0 "));
     }
@@ -584,16 +647,32 @@ mod tests {
                 AmbiguousEntity {
                     name: "NYC".into(),
                     entity_type: "Location".into(),
-                    candidates: vec![CandidateEntity { name: "New York City".into(), entity_type: "Location".into(), summary: "A city.".into() }],
+                    candidates: vec![CandidateEntity {
+                        name: "New York City".into(),
+                        entity_type: "Location".into(),
+                        summary: "A city.".into(),
+                    }],
                 },
-                AmbiguousEntity { name: "Alice".into(), entity_type: "Person".into(), candidates: vec![] },
+                AmbiguousEntity {
+                    name: "Alice".into(),
+                    entity_type: "Person".into(),
+                    candidates: vec![],
+                },
             ],
         };
         let p = entity_resolution(&er);
         assert_eq!(item_count(&p.user), 2, "{}", p.user);
-        assert!(p.user.contains("#0 NYC (Location)\n  0: New York City (Location) - A city.\n"));
+        assert!(
+            p.user
+                .contains("#0 NYC (Location)\n  0: New York City (Location) - A city.\n")
+        );
 
-        let cand = |f: &str| CandidateFact { relation: "LIVES_IN".into(), fact: f.into(), valid_at: Some(ts("2020-01-01T00:00:00Z")), invalid_at: None };
+        let cand = |f: &str| CandidateFact {
+            relation: "LIVES_IN".into(),
+            fact: f.into(),
+            valid_at: Some(ts("2020-01-01T00:00:00Z")),
+            invalid_at: None,
+        };
         let fr = FactResolutionRequest {
             facts: vec![NewFactCandidates {
                 relation: "LIVES_IN".into(),
@@ -605,21 +684,40 @@ mod tests {
         };
         let p = fact_resolution(&fr);
         assert_eq!(item_count(&p.user), 1);
-        assert!(p.user.contains("#0 LIVES_IN: Alice lives in Paris. [valid 2024-03-01T12:30:00Z to present]"), "{}", p.user);
-        assert!(p.user.contains("  0: LIVES_IN: Alice lives in Berlin. [valid 2020-01-01 to present]"));
-        assert!(p.system.contains("shared entity") && p.system.contains("do not overlap never contradict"));
+        assert!(
+            p.user.contains(
+                "#0 LIVES_IN: Alice lives in Paris. [valid 2024-03-01T12:30:00Z to present]"
+            ),
+            "{}",
+            p.user
+        );
+        assert!(
+            p.user
+                .contains("  0: LIVES_IN: Alice lives in Berlin. [valid 2020-01-01 to present]")
+        );
+        assert!(
+            p.system.contains("shared entity")
+                && p.system.contains("do not overlap never contradict")
+        );
 
         let sr = SummaryRequest {
             kind: SummaryKind::Entity,
             max_chars: 250,
-            items: vec![SummaryItem { subject: "Alice".into(), current: String::new(), new_material: vec!["Alice moved\nto Paris.".into()] }],
+            items: vec![SummaryItem {
+                subject: "Alice".into(),
+                current: String::new(),
+                new_material: vec!["Alice moved\nto Paris.".into()],
+            }],
         };
         let p = summary(&sr);
         assert!(p.system.contains("at most 250 characters"));
         assert!(p.user.contains(" - Alice moved to Paris.\n"));
         assert_eq!(item_count(&p.user), 1);
 
-        let p = rerank("where does alice live", &["Alice lives in\n#2 Paris".into(), "Bob".into()]);
+        let p = rerank(
+            "where does alice live",
+            &["Alice lives in\n#2 Paris".into(), "Bob".into()],
+        );
         assert_eq!(item_count(&p.user), 2);
     }
 
