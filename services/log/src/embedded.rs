@@ -567,7 +567,7 @@ impl Writer {
                                     .unwrap_or((0, i64::MIN)),
                             };
                             let (offset, last_ts) = head;
-                            let ts = now.max(last_ts);
+                            let ts = now.max(last_ts.saturating_add(1));
                             records
                                 .insert(
                                     (topic.as_str(), partition, offset),

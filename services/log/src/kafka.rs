@@ -113,7 +113,10 @@ impl KafkaConfig {
     }
 
     fn timeout_ms(&self) -> String {
-        self.timeout.as_millis().clamp(1, i32::MAX as u128).to_string()
+        self.timeout
+            .as_millis()
+            .clamp(1, i32::MAX as u128)
+            .to_string()
     }
 
     fn producer(&self) -> ClientConfig {
@@ -175,8 +178,11 @@ struct Inner {
     producer: Arc<FutureProducer>,
     /// One transaction at a time per transactional producer.
     transaction: tokio::sync::Mutex<()>,
+    /// Why transactions can no longer be used, once a failed one could not
+    /// be aborted.
+    broken_transactions: Mutex<Option<String>>,
     topics: RwLock<HashMap<String, u32>>,
-    readers: Mutex<HashMap<(String, u32), Arc<Mutex<PartitionReader>>>>,
+    readers: Mutex<HashMap<(String, u32), SharedReader>>,
     groups: Mutex<HashMap<String, Arc<BaseConsumer>>>,
     /// The last record timestamp given out (ms), so timestamps never go back.
     last_timestamp: AtomicI64,
@@ -277,6 +283,7 @@ impl KafkaLog {
                 meta,
                 producer,
                 transaction: tokio::sync::Mutex::new(()),
+                broken_transactions: Mutex::new(None),
                 topics: RwLock::new(HashMap::new()),
                 readers: Mutex::new(HashMap::new()),
                 groups: Mutex::new(HashMap::new()),
@@ -537,11 +544,19 @@ impl KafkaLog {
         let topic = topic.to_owned();
         let task = tokio::spawn(async move {
             let _one_at_a_time = log.inner.transaction.lock().await;
+            if let Some(reason) = lock(&log.inner.broken_transactions).clone() {
+                return Err(LogError::Kafka(format!(
+                    "the transactional producer is unusable since an earlier failure \
+                     ({reason}); connect a new KafkaLog"
+                )));
+            }
             let producer = log.inner.producer.clone();
             producer
                 .begin_transaction()
                 .map_err(|e| kafka_err("beginning a Kafka transaction", e))?;
-            let result = log.transaction_body(&topic, partitions, &records, commit).await;
+            let result = log
+                .transaction_body(&topic, partitions, &records, commit)
+                .await;
             if let Err(e) = &result {
                 let timeout = log.inner.config.timeout;
                 let aborted = blocking(move || {
@@ -551,7 +566,10 @@ impl KafkaLog {
                 })
                 .await;
                 if let Err(abort) = aborted {
+                    // Neither committed nor aborted: librdkafka will refuse
+                    // every further transaction on this producer.
                     tracing::error!(error = %e, %abort, "a failed Kafka transaction could not be aborted");
+                    *lock(&log.inner.broken_transactions) = Some(e.to_string());
                 }
             }
             result
@@ -593,24 +611,35 @@ impl KafkaLog {
             .await?;
         }
         blocking(move || {
-            producer
-                .commit_transaction(timeout)
-                .map_err(|e| kafka_err("committing a Kafka transaction", e))
+            let mut attempt = 1;
+            loop {
+                match producer.commit_transaction(timeout) {
+                    Ok(()) => return Ok(()),
+                    // librdkafka's advice for a retriable failure: commit again.
+                    Err(KafkaError::Transaction(e)) if e.is_retriable() && attempt < 3 => {
+                        tracing::warn!(error = %e, attempt, "retrying a Kafka transaction commit");
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(kafka_err("committing a Kafka transaction", e)),
+                }
+            }
         })
         .await?;
         Ok(appended)
     }
 
-    fn reader(&self, topic: &str, partition: u32) -> Result<Arc<Mutex<PartitionReader>>, LogError> {
+    fn reader(&self, topic: &str, partition: u32) -> Result<SharedReader, LogError> {
         let mut readers = lock(&self.inner.readers);
         let key = (topic.to_owned(), partition);
         if let Some(r) = readers.get(&key) {
             return Ok(r.clone());
         }
+        // librdkafka assigns only within a group; this one never commits.
+        let group = format!("{}.reader", self.inner.config.client_id);
         let consumer: BaseConsumer = self
             .inner
             .config
-            .consumer(None)
+            .consumer(Some(&group))
             .create()
             .map_err(|e| kafka_err(format!("creating a consumer for {topic}/{partition}"), e))?;
         let reader = Arc::new(Mutex::new(PartitionReader {
@@ -634,6 +663,9 @@ fn produce_err(topic: &str, partition: u32, e: KafkaError) -> LogError {
         _ => kafka_err(format!("producing to {topic}/{partition}"), e),
     }
 }
+
+/// A partition's reader, locked for the length of one read.
+type SharedReader = Arc<Mutex<PartitionReader>>;
 
 /// A consumer assigned to one partition, and where its caller is.
 struct PartitionReader {
@@ -739,8 +771,12 @@ impl PartitionReader {
                     if at < self.next.unwrap_or(offset) {
                         continue;
                     }
-                    let timestamp =
-                        record_timestamp(m.timestamp().to_millis(), &self.topic, self.partition, at)?;
+                    let timestamp = record_timestamp(
+                        m.timestamp().to_millis(),
+                        &self.topic,
+                        self.partition,
+                        at,
+                    )?;
                     out.push(Record {
                         partition: self.partition,
                         offset: at,
@@ -923,15 +959,16 @@ impl EventLog for KafkaLog {
         );
         let p = to_i32(partition, "partition")?;
         let millis = ceil_millis(at);
-        blocking(move || {
+        let (found, low, high) = blocking(move || {
             let what = || format!("offset for {at} in {name}/{partition}");
             let (low, high) = meta
                 .fetch_watermarks(&name, p, timeout)
                 .map_err(|e| kafka_err(what(), e))?;
+            let (low, high) = (low.max(0) as u64, high.max(0) as u64);
             // Kafka gives negative timestamps special meanings; every record
             // is at or after any instant up to the epoch.
             if millis <= 0 {
-                return Ok(low.max(0) as u64);
+                return Ok((Some(low), low, high));
             }
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition_offset(&name, p, Offset::Offset(millis))
@@ -944,16 +981,32 @@ impl EventLog for KafkaLog {
                 .ok_or_else(|| LogError::Kafka(format!("{}: no answer", what())))?;
             elem.error().map_err(|e| kafka_err(what(), e))?;
             Ok(match elem.offset() {
-                Offset::Offset(o) if o >= 0 => o as u64,
+                Offset::Offset(o) if o >= 0 => (Some(o as u64), low, high),
                 // No record at or after the instant.
-                _ => high.max(0) as u64,
+                _ => (None, low, high),
             })
         })
-        .await
+        .await?;
+        match found {
+            None => Ok(high),
+            // Some brokers (tansu 0.6) answer the log start instead of "none":
+            // believe that answer only if the record there is late enough.
+            Some(o) if o == low && o < high && millis > 0 => {
+                let first = self
+                    .read(topic, partition, o, 1, self.inner.config.timeout)
+                    .await?;
+                Ok(match first.first() {
+                    Some(r) if r.timestamp >= at => o,
+                    _ => high,
+                })
+            }
+            Some(o) => Ok(o.min(high)),
+        }
     }
 
     async fn commit_offset(&self, commit: OffsetCommit) -> Result<(), LogError> {
-        self.check_partition(&commit.topic, commit.partition).await?;
+        self.check_partition(&commit.topic, commit.partition)
+            .await?;
         self.commit_now(commit).await
     }
 
@@ -1001,7 +1054,10 @@ mod tests {
         assert_eq!(ceil_millis(t(5_000)), 5);
         assert_eq!(ceil_millis(t(5_001)), 6);
         assert_eq!(ceil_millis(t(-1_500)), -1);
-        assert_eq!(ceil_millis(Timestamp::MIN), Timestamp::MIN.as_micros() / 1000);
+        assert_eq!(
+            ceil_millis(Timestamp::MIN),
+            Timestamp::MIN.as_micros() / 1000
+        );
     }
 
     #[test]
