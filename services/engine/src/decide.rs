@@ -145,7 +145,60 @@ pub struct Accepted {
     pub source: Option<LogPosition>,
 }
 
-/// Work that can be done before the episode's turn: model extraction and embeddings.
+/// A bulk batch whose extractions already ran.
+pub struct Bulk {
+    prepared: Vec<Option<Result<Prepared, DecideError>>>,
+    clusters: BatchClusters,
+    verdicts: BTreeMap<String, Uuid>,
+}
+
+impl std::fmt::Debug for Bulk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bulk({} items)", self.prepared.len())
+    }
+}
+
+impl Bulk {
+    /// Decides item `i` (call in order) against the state the earlier items
+    /// left. An item whose extraction failed is decided afresh here, which
+    /// retries the extraction.
+    pub async fn decide(
+        &mut self,
+        decider: &Decider,
+        state: &GroupState,
+        i: usize,
+        accepted: &Accepted,
+    ) -> Result<EventBatch, DecideError> {
+        let started = Instant::now();
+        let prepared = self.prepared.get_mut(i).and_then(Option::take);
+        let result = match (&accepted.command, prepared) {
+            (Command::AddEpisode(ep), Some(Ok(prep))) if state.get_episode(&ep.uuid).is_none() => {
+                let mut cache = self.clusters.cache_for(&self.verdicts);
+                let r = decider
+                    .resolve(
+                        state,
+                        ep,
+                        prep,
+                        accepted.tx_time,
+                        accepted.source,
+                        &mut cache,
+                    )
+                    .await;
+                self.verdicts.extend(cache);
+                r
+            }
+            _ => return decider.decide(state, accepted).await,
+        };
+        result.map(|mut b| {
+            if let Some(s) = b.stats.as_mut() {
+                s.decide_micros = started.elapsed().as_micros() as u64;
+            }
+            b
+        })
+    }
+}
+
+/// Work that can be done before the episode's turn: model extraction.
 struct Prepared {
     extraction: Extraction,
     stats: DecisionStats,
@@ -243,6 +296,22 @@ impl Decider {
         state: &mut GroupState,
         items: &[Accepted],
     ) -> Vec<Result<EventBatch, DecideError>> {
+        let mut bulk = self.prepare_bulk(state, items).await;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, a) in items.iter().enumerate() {
+            let result = bulk.decide(self, state, i, a).await;
+            if let Ok(batch) = &result {
+                crate::evolve::apply_batch(state, batch);
+            }
+            out.push(result);
+        }
+        out
+    }
+
+    /// Runs the state-independent work of a bulk batch (extraction) for all
+    /// its items at once; the items are then decided in order with
+    /// [`Bulk::decide`], each against the state the previous ones left.
+    pub async fn prepare_bulk(&self, state: &GroupState, items: &[Accepted]) -> Bulk {
         let episodes: Vec<Option<&NewEpisode>> = items
             .iter()
             .map(|a| match &a.command {
@@ -271,35 +340,11 @@ impl Decider {
             }))
             .await;
         let clusters = BatchClusters::new(&prepared, self.config.fuzzy_jaccard);
-        let mut cluster_verdicts: BTreeMap<String, Uuid> = BTreeMap::new();
-        let mut out = Vec::with_capacity(items.len());
-        for (a, prep) in items.iter().zip(prepared) {
-            let started = Instant::now();
-            let result = match (&a.command, prep) {
-                (Command::AddEpisode(ep), Some(Ok(prep))) => {
-                    let mut cache = clusters.cache_for(&cluster_verdicts);
-                    let r = self
-                        .resolve(state, ep, prep, a.tx_time, a.source, &mut cache)
-                        .await;
-                    for (key, uuid) in cache {
-                        cluster_verdicts.insert(key, uuid);
-                    }
-                    r
-                }
-                (_, Some(Err(e))) => Err(e),
-                _ => self.decide(state, a).await,
-            };
-            if let Ok(batch) = &result {
-                crate::evolve::apply_batch(state, batch);
-            }
-            out.push(result.map(|mut b| {
-                if let Some(s) = b.stats.as_mut() {
-                    s.decide_micros = started.elapsed().as_micros() as u64;
-                }
-                b
-            }));
+        Bulk {
+            prepared,
+            clusters,
+            verdicts: BTreeMap::new(),
         }
-        out
     }
 
     fn context(

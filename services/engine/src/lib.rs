@@ -13,12 +13,13 @@ pub mod fuzzy;
 pub mod offline;
 pub mod ontology;
 pub mod ports;
+pub mod search;
 pub mod state;
 pub mod temporal;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use decide::{Accepted, DecideConfig, DecideError, Decider};
+pub use decide::{Accepted, Bulk, DecideConfig, DecideError, Decider};
 pub use evolve::{Applied, apply, apply_batch};
 pub use offline::OfflineExtractor;
 pub use state::{GraphRecords, GroupState};

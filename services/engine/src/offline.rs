@@ -84,6 +84,8 @@ const VERBS: &[Verb] = &[
     verb("has moved to", "LIVES_IN", "Location", Tense::Starts),
     verb("moved back to", "LIVES_IN", "Location", Tense::Starts),
     verb("is married to", "MARRIED_TO", "Person", Tense::Starts),
+    verb("am married to", "MARRIED_TO", "Person", Tense::Starts),
+    verb("are married to", "MARRIED_TO", "Person", Tense::Starts),
     verb("resigned from", "WORKS_AT", "Organization", Tense::Ended),
     verb("is a fan of", "LIKES", "Entity", Tense::Starts),
     verb("relocated to", "LIVES_IN", "Location", Tense::Starts),
@@ -148,9 +150,7 @@ const TIME_STARTERS: &[&str] = &[
 ];
 
 /// Lower-case words allowed inside a multi-word proper name.
-const NAME_CONNECTORS: &[&str] = &[
-    "of", "de", "da", "del", "van", "von", "la", "le", "du", "and", "&",
-];
+const NAME_CONNECTORS: &[&str] = &["of", "de", "da", "del", "van", "von", "la", "le", "du", "&"];
 
 const PRONOUNS_SPEAKER: &[&str] = &["i", "i've", "i'm", "we", "we've"];
 const PRONOUNS_PREVIOUS: &[&str] = &["he", "she", "they", "he's", "she's"];
@@ -169,6 +169,32 @@ fn clean(word: &str) -> &str {
 }
 
 impl OfflineExtractor {
+    /// Runs the patterns over an episode's content, by source type.
+    pub fn extract_content(
+        &self,
+        content: &str,
+        source: EpisodeType,
+        ontology: &Ontology,
+    ) -> Extraction {
+        match source {
+            EpisodeType::Message => {
+                let (speaker, text) = split_speaker(content);
+                let speaker = speaker.map(capitalize);
+                self.extract_text(text, speaker.as_deref(), ontology)
+            }
+            EpisodeType::Json => {
+                let mut strings = Vec::new();
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(content) {
+                    json_strings(&v, &mut strings);
+                }
+                self.extract_text(&strings.join(". "), None, ontology)
+            }
+            EpisodeType::Text | EpisodeType::FactTriple => {
+                self.extract_text(content, None, ontology)
+            }
+        }
+    }
+
     /// Runs the patterns over plain text; `speaker` stands for "I".
     pub fn extract_text(
         &self,
@@ -272,6 +298,11 @@ fn split_clauses(body: &str) -> Vec<String> {
             .filter_map(|sep| {
                 lower.match_indices(sep).find_map(|(i, _)| {
                     let after = &lower[i + sep.len()..];
+                    let after = PRONOUNS_SPEAKER
+                        .iter()
+                        .chain(PRONOUNS_PREVIOUS)
+                        .find_map(|p| after.strip_prefix(p).and_then(|a| a.strip_prefix(' ')))
+                        .unwrap_or(after);
                     VERBS
                         .iter()
                         .any(|v| {
@@ -325,13 +356,25 @@ fn match_clause(
             }
             // Subject: the capitalized run right before the verb, or a pronoun.
             let before = &clause.words[..start];
-            let subject = subject_of(before, speaker, last_subject)?;
+            let (subject, consumed) = subject_of(before, speaker, last_subject)?;
+            // "Last week I bought a Tesla": a time expression before the subject.
+            let prefix = &before[..before.len() - consumed];
+            let prefix_time = prefix
+                .first()
+                .filter(|w| TIME_STARTERS.contains(&clean(w).to_lowercase().as_str()))
+                .map(|_| {
+                    prefix
+                        .iter()
+                        .map(|w| clean(w))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                });
             let after = &clause.words[start + phrase.len()..];
             let (object, tail) = object_of(after, v.object_type)?;
-            let (time, since, until) = time_of(tail, lead_time);
+            let (time, since, until) = time_of(tail, lead_time.or(prefix_time.as_deref()));
             let verb_text = clause.words[start..start + phrase.len()].join(" ");
             return Some(Found {
-                sentence: format!("{subject} {verb_text} {object}"),
+                sentence: format!("{subject} {} {object}", third_person(&verb_text)),
                 subject,
                 object,
                 verb: v,
@@ -345,22 +388,42 @@ fn match_clause(
 }
 
 const FILLERS: &[&str] = &[
-    "also", "now", "recently", "just", "finally", "has", "have", "then", "and",
+    "also",
+    "now",
+    "recently",
+    "just",
+    "finally",
+    "has",
+    "have",
+    "then",
+    "and",
+    "really",
+    "still",
+    "already",
+    "actually",
+    "always",
+    "truly",
+    "definitely",
+    "totally",
+    "officially",
 ];
 
+/// The subject right before the verb, and how many words (from the end of
+/// `before`) it and its fillers took.
 fn subject_of(
     before: &[&str],
     speaker: Option<&str>,
     last_subject: Option<&str>,
-) -> Option<String> {
+) -> Option<(String, usize)> {
     // "…, and joined Initech": no subject of its own, so the last one carries over.
     if before
         .iter()
         .all(|w| FILLERS.contains(&clean(w).to_lowercase().as_str()))
     {
-        return last_subject.map(str::to_owned);
+        return last_subject.map(|s| (s.to_owned(), before.len()));
     }
     let mut run: Vec<&str> = Vec::new();
+    let mut consumed = 0;
     for w in before.iter().rev() {
         let c = clean(w);
         if c.is_empty() {
@@ -368,28 +431,31 @@ fn subject_of(
         }
         let lower = c.to_lowercase();
         if run.is_empty() && FILLERS.contains(&lower.as_str()) {
+            consumed += 1;
             continue;
         }
         if run.is_empty() && PRONOUNS_SPEAKER.contains(&lower.as_str()) {
-            return speaker.map(str::to_owned);
+            return speaker.map(|s| (s.to_owned(), consumed + 1));
         }
         if run.is_empty() && PRONOUNS_PREVIOUS.contains(&lower.as_str()) {
-            return last_subject.map(str::to_owned);
+            return last_subject.map(|s| (s.to_owned(), consumed + 1));
         }
         if is_capitalized(c) || (!run.is_empty() && NAME_CONNECTORS.contains(&lower.as_str())) {
             run.push(c);
+            consumed += 1;
         } else {
             break;
         }
     }
     while run.last().is_some_and(|w| !is_capitalized(w)) {
         run.pop();
+        consumed -= 1;
     }
     if run.is_empty() {
         return None;
     }
     run.reverse();
-    Some(run.join(" "))
+    Some((run.join(" "), consumed))
 }
 
 /// The object after the verb and the words left after it.
@@ -494,6 +560,23 @@ fn time_of(tail: &[&str], lead: Option<&str>) -> (Option<String>, Option<String>
     (time, since, until)
 }
 
+/// "live in" → "lives in", "am married to" → "is married to": the verb as
+/// written after a first-person subject, in the third person.
+fn third_person(verb: &str) -> String {
+    let (first, rest) = verb.split_once(' ').unwrap_or((verb, ""));
+    let conjugated = match first.to_lowercase().as_str() {
+        "am" | "are" => "is".to_owned(),
+        "have" => "has".to_owned(),
+        "live" | "work" | "like" | "love" | "enjoy" | "own" | "move" => format!("{first}s"),
+        _ => first.to_owned(),
+    };
+    if rest.is_empty() {
+        conjugated
+    } else {
+        format!("{conjugated} {rest}")
+    }
+}
+
 /// For `message` episodes, the speaker before the first colon.
 pub fn split_speaker(content: &str) -> (Option<&str>, &str) {
     match content.split_once(':') {
@@ -544,23 +627,7 @@ impl Extractor for OfflineExtractor {
     }
 
     async fn extract(&self, request: &ExtractionRequest) -> Result<Extraction, LlmError> {
-        Ok(match request.source {
-            EpisodeType::Message => {
-                let (speaker, text) = split_speaker(&request.content);
-                let speaker = speaker.map(capitalize);
-                self.extract_text(text, speaker.as_deref(), &request.ontology)
-            }
-            EpisodeType::Json => {
-                let mut strings = Vec::new();
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&request.content) {
-                    json_strings(&v, &mut strings);
-                }
-                self.extract_text(&strings.join(". "), None, &request.ontology)
-            }
-            EpisodeType::Text | EpisodeType::FactTriple => {
-                self.extract_text(&request.content, None, &request.ontology)
-            }
-        })
+        Ok(self.extract_content(&request.content, request.source, &request.ontology))
     }
 
     async fn resolve_entities(
@@ -698,6 +765,37 @@ mod tests {
             vec![f("Frank", "LIKES", "green tea", None, None)]
         );
         assert!(facts("The weather is nice.", None).is_empty());
+        assert_eq!(
+            facts(
+                "Hi! I live in Beijing and I work at ByteDance.",
+                Some("Alice")
+            ),
+            vec![
+                f("Alice", "LIVES_IN", "Beijing", None, None),
+                f("Alice", "WORKS_AT", "ByteDance", None, None),
+            ]
+        );
+        assert_eq!(
+            facts(
+                "I really like hot pot, especially in winter.",
+                Some("Alice")
+            ),
+            vec![f("Alice", "LIKES", "hot pot", None, None)]
+        );
+        assert_eq!(
+            facts("Last week I bought a Tesla.", Some("Alice")),
+            vec![f("Alice", "OWNS", "Tesla", Some("Last week"), None)]
+        );
+        assert_eq!(
+            facts("I am married to Bob Chen since 2023.", Some("Alice")),
+            vec![f(
+                "Alice",
+                "MARRIED_TO",
+                "Bob Chen",
+                Some("since 2023"),
+                None
+            )]
+        );
     }
 
     #[test]

@@ -88,6 +88,7 @@ struct Indexes {
     saga_of_episode: BTreeMap<Uuid, Uuid>,
     saga_by_name: BTreeMap<String, Uuid>,
     fuzzy: LshIndex,
+    latest_tx: Option<Timestamp>,
 }
 
 impl GroupState {
@@ -221,6 +222,13 @@ impl GroupState {
             .into_iter()
             .filter_map(|(u, j)| Some((self.entities.get(&u)?, j)))
             .collect()
+    }
+
+    /// The latest transaction time of any episode ever recorded here (it
+    /// survives retraction): the processor keeps a group's transaction times
+    /// strictly increasing from it.
+    pub fn latest_tx(&self) -> Option<Timestamp> {
+        self.index.latest_tx
     }
 
     /// How many episodes mention an entity.

@@ -53,7 +53,7 @@ pub struct Metrics {
     pub search_duration: HistogramVec,
     /// Documents in the search indices, by kind.
     pub index_documents: IntGaugeVec,
-    /// On-disk size of the search indices, by index (`text`, `vector`).
+    /// Size of the search indices (`disk`: files; `vector_memory`: vectors held in memory).
     pub index_size_bytes: IntGaugeVec,
     /// HTTP requests by route and status.
     pub http_requests: IntCounterVec,

@@ -22,6 +22,10 @@ pub enum IdKind {
     Saga,
     /// A community.
     Community,
+    /// An episode submitted without an id (derived from its content).
+    Episode,
+    /// A record of the dead-letter path, derived from its log position.
+    DeadLetter,
 }
 
 impl IdKind {
@@ -32,6 +36,8 @@ impl IdKind {
             IdKind::Fact => "fact",
             IdKind::Saga => "saga",
             IdKind::Community => "community",
+            IdKind::Episode => "episode",
+            IdKind::DeadLetter => "dead-letter",
         }
     }
 }

@@ -1,0 +1,39 @@
+# chronicle tasks (https://github.com/casey/just). The scripts they call work without just.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Ingest the bundled sample into a temporary dir and show what chronicle answers.
+demo:
+    scripts/demo.sh
+
+# Every test of the workspace.
+test *ARGS:
+    scripts/test.sh {{ARGS}}
+
+# Benchmarks (release build), one JSON object per line.
+bench:
+    source scripts/env.sh && cargo build --release -p chronicle
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench log
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench search
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# Lints, warnings as errors.
+lint:
+    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets -- -D warnings
+
+# Rebuild the projection of DATA from its log.
+rebuild DATA=".data":
+    source scripts/env.sh && cargo run --release -p chronicle -- --data {{DATA}} rebuild
+
+# Audit replay: the projection as known at transaction time UNTIL, into OUT.
+replay UNTIL OUT DATA=".data":
+    source scripts/env.sh && cargo run --release -p chronicle -- --data {{DATA}} replay --until {{UNTIL}} --out {{OUT}}
+
+# Distributed mode with Docker: Kafka, ScyllaDB, Prometheus, Grafana and chronicle's roles.
+up:
+    docker compose -f infra/compose.yaml up -d

@@ -1,0 +1,191 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::GlobalArgs;
+
+/// chronicle — a temporal context graph for agent memory.
+///
+/// Episodes go to an immutable log; a processor extracts entities and
+/// time-bounded facts and invalidates contradicted ones; a projector folds
+/// the decisions into a graph and search indices that can be rebuilt by
+/// replay. Without flags everything is embedded in `--data` (default `.data`).
+#[derive(Debug, Parser)]
+#[command(name = "chronicle", version, propagate_version = true)]
+pub struct Cli {
+    /// Shared settings.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Time and history options shared by read commands.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct TimeArgs {
+    /// Valid time: facts true in the world at this instant (RFC 3339).
+    #[arg(long)]
+    pub as_of: Option<String>,
+    /// Transaction time: what the system knew at this instant (RFC 3339).
+    #[arg(long)]
+    pub known_at: Option<String>,
+    /// Include ended and invalidated facts.
+    #[arg(long)]
+    pub include_history: bool,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ingest a bundled sample into a temporary data dir and show what chronicle answers.
+    Demo,
+    /// Append episodes from a JSONL file and wait until they are processed.
+    Ingest {
+        /// One episode per line: group_id, name, content, reference_time, source, …
+        file: PathBuf,
+        /// Return once appended, without waiting for processing.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// List facts with their valid and transaction times and provenance.
+    Facts {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// Only facts about this entity (by name).
+        #[arg(long)]
+        entity: Option<String>,
+        /// Time options.
+        #[command(flatten)]
+        time: TimeArgs,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sizes, model calls and resolutions, as one JSON object with --json.
+    Stats {
+        /// Only this group's sizes.
+        #[arg(long)]
+        group: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hybrid search over facts, entities, episodes and communities.
+    Search {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The query.
+        query: String,
+        /// A recipe, e.g. COMBINED_HYBRID_SEARCH_RRF or EDGE_HYBRID_SEARCH_NODE_DISTANCE.
+        #[arg(long, default_value = "COMBINED_HYBRID_SEARCH_RRF")]
+        recipe: String,
+        /// Center entity (by name) for BFS and node-distance ranking.
+        #[arg(long)]
+        center: Option<String>,
+        /// Results per scope.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Only facts of these relations.
+        #[arg(long = "edge-type")]
+        edge_types: Vec<String>,
+        /// Only entities with these labels.
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Time options.
+        #[command(flatten)]
+        time: TimeArgs,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every fact about an entity over time, with windows and provenance.
+    Timeline {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The entity's name.
+        entity: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop the projection and replay the graph-events log from offset 0.
+    Rebuild,
+    /// Build a projection as known at transaction time T into another directory.
+    Replay {
+        /// Transaction time bound (RFC 3339): events logged at or before it.
+        #[arg(long)]
+        until: String,
+        /// Output data directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Processing state: lag, pending and dead-lettered commands.
+    Status {
+        /// Only this group.
+        #[arg(long)]
+        group: Option<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run every role in this process with an HTTP API.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Tokens file (TOML); without it, only loopback addresses are allowed.
+        #[arg(long)]
+        auth: Option<PathBuf>,
+    },
+    /// Benchmarks printing JSON figures.
+    Bench {
+        /// Which.
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+}
+
+/// Benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Embedded log append and read rates, and the fold rate.
+    Log {
+        /// Records to append.
+        #[arg(long, default_value_t = 20_000)]
+        records: u64,
+        /// Payload size in bytes.
+        #[arg(long, default_value_t = 1024)]
+        size: usize,
+    },
+    /// Ingest a workload end to end; with --extractor openai against a local instant fake server.
+    Ingest {
+        /// Workload JSONL.
+        #[arg(long)]
+        workload: PathBuf,
+        /// Repeat the workload this many times (with fresh ids) to watch memory.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Use the OpenAI adapter against a local server that answers instantly and counts calls.
+        #[arg(long)]
+        fake_llm: bool,
+    },
+    /// Index build, search latency and rebuild rate at scale.
+    Search {
+        /// Fact counts to measure at.
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+        facts: Vec<usize>,
+        /// Groups the facts are spread over.
+        #[arg(long, default_value_t = 100)]
+        groups: usize,
+        /// Queries per recipe.
+        #[arg(long, default_value_t = 500)]
+        queries: usize,
+    },
+}

@@ -1,0 +1,167 @@
+//! Command implementations.
+
+mod audit;
+mod demo;
+mod ingest;
+mod read;
+
+use std::process::ExitCode;
+
+use crate::cli::{BenchCommand, Cli, Command};
+use crate::config::GlobalArgs;
+use crate::node::Node;
+
+pub use ingest::{IngestOutcome, parse_jsonl};
+pub use read::{LogStats, log_stats};
+
+/// Runs the command line: builds the runtime, logs, dispatches.
+pub fn main(cli: Cli) -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CHRONICLE_LOG_LEVEL")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let Cli { global, command } = cli;
+    if let Command::Demo = command {
+        return demo::run().await.map(|_| ExitCode::SUCCESS);
+    }
+    if let Command::Bench {
+        which:
+            BenchCommand::Ingest {
+                workload,
+                repeat,
+                fake_llm: true,
+            },
+    } = &command
+    {
+        let mut settings = GlobalArgs {
+            extractor: None,
+            llm_base_url: None,
+            ..global
+        }
+        .resolve()?;
+        settings.extractor = crate::config::ExtractorKind::Openai;
+        crate::bench::ingest::run(&settings, workload, *repeat).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let settings = global.resolve()?;
+    match command {
+        Command::Demo => unreachable!("handled above"),
+        Command::Ingest { file, no_wait } => {
+            let node = Node::open(settings).await?;
+            let outcome = ingest::run(&node, &file, !no_wait, true).await?;
+            Ok(if outcome.rejected > 0 {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Facts {
+            group,
+            entity,
+            time,
+            json,
+        } => {
+            read::facts(
+                &*Node::open(settings).await?,
+                &group,
+                entity.as_deref(),
+                &time,
+                json,
+            )
+            .await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stats { group, json } => {
+            read::stats(&*Node::open(settings).await?, group.as_deref(), json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search {
+            group,
+            query,
+            recipe,
+            center,
+            limit,
+            edge_types,
+            labels,
+            time,
+            json,
+        } => {
+            let node = Node::open(settings).await?;
+            let args = read::SearchArgs {
+                group: &group,
+                query: &query,
+                recipe: &recipe,
+                center: center.as_deref(),
+                limit,
+                edge_types,
+                labels,
+                time: &time,
+            };
+            read::search(&node, args, json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Timeline {
+            group,
+            entity,
+            json,
+        } => {
+            read::timeline(&*Node::open(settings).await?, &group, &entity, json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { group, json } => {
+            read::status(&*Node::open(settings).await?, group.as_deref(), json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rebuild => {
+            audit::rebuild(&*Node::open(settings).await?).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { until, out } => {
+            audit::replay(&*Node::open(settings).await?, &until, &out).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { .. } => anyhow::bail!("serve: the HTTP API is not part of this build yet"),
+        Command::Bench { which } => {
+            match which {
+                BenchCommand::Log { records, size } => {
+                    crate::bench::log::run(&settings, records, size).await?
+                }
+                BenchCommand::Ingest {
+                    workload, repeat, ..
+                } => crate::bench::ingest::run(&settings, &workload, repeat).await?,
+                BenchCommand::Search {
+                    facts,
+                    groups,
+                    queries,
+                } => crate::bench::search::run(&settings, &facts, groups, queries).await?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

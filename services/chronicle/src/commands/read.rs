@@ -1,0 +1,374 @@
+//! Read commands: facts, search, timeline, stats, status.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use chronicle_engine::search::SearchFilters;
+use chronicle_model::{GroupId, Timestamp};
+use serde::Serialize;
+
+use crate::cli::TimeArgs;
+use crate::gateway::{parse_group, parse_time};
+use crate::node::Node;
+use crate::query::{Query, ResultItem, SearchRequest};
+use crate::style::{bold, cyan, dim, green, yellow};
+
+fn group(id: &str) -> anyhow::Result<GroupId> {
+    parse_group("--group", id).map_err(|e| anyhow::anyhow!("--group: {}", e.message))
+}
+
+fn time(flag: &str, value: &Option<String>) -> anyhow::Result<Option<Timestamp>> {
+    value
+        .as_deref()
+        .map(|v| parse_time(flag, v).map_err(|e| anyhow::anyhow!("{flag}: {}", e.message)))
+        .transpose()
+}
+
+/// The filters of `--as-of`, `--known-at` and `--include-history`.
+pub fn time_filters(t: &TimeArgs) -> anyhow::Result<SearchFilters> {
+    Ok(SearchFilters {
+        as_of: time("--as-of", &t.as_of)?,
+        known_at: time("--known-at", &t.known_at)?,
+        include_history: t.include_history,
+        ..Default::default()
+    })
+}
+
+fn short(t: Option<Timestamp>) -> String {
+    t.map(|t| t.to_rfc3339()).unwrap_or_else(|| "…".into())
+}
+
+/// One fact as a line of text.
+pub fn fact_line(f: &ResultItem) -> String {
+    let current = f.invalid_at.is_none() && f.expired_at.is_none();
+    let mark = if current {
+        green("current")
+    } else {
+        yellow("history")
+    };
+    let provenance: Vec<&str> = f.episodes.iter().map(|p| p.name.as_str()).collect();
+    format!(
+        "[{mark}] {} {} {}  {}\n          valid {} → {}   known {} → {}   {}",
+        bold(f.source.as_deref().unwrap_or("?")),
+        f.name,
+        bold(f.target.as_deref().unwrap_or("?")),
+        dim(&format!("\"{}\"", f.fact.as_deref().unwrap_or(""))),
+        short(f.valid_at),
+        short(f.invalid_at),
+        f.created_at,
+        short(f.expired_at),
+        dim(&format!("from: {}", provenance.join(", "))),
+    )
+}
+
+#[derive(Serialize)]
+struct FactsJson<'a> {
+    facts: &'a [ResultItem],
+}
+
+/// `chronicle facts`.
+pub async fn facts(
+    node: &Node,
+    group_id: &str,
+    entity: Option<&str>,
+    t: &TimeArgs,
+    json: bool,
+) -> anyhow::Result<()> {
+    let g = group(group_id)?;
+    let filters = time_filters(t)?;
+    let facts = Query::new(node).facts(&g, entity, &filters).await?;
+    if json {
+        println!("{}", serde_json::to_string(&FactsJson { facts: &facts })?);
+    } else if facts.is_empty() {
+        println!("{}", dim("no facts match"));
+    } else {
+        for f in &facts {
+            println!("{}", fact_line(f));
+        }
+    }
+    Ok(())
+}
+
+/// Arguments of `chronicle search`.
+pub struct SearchArgs<'a> {
+    /// Group.
+    pub group: &'a str,
+    /// Query text.
+    pub query: &'a str,
+    /// Recipe name.
+    pub recipe: &'a str,
+    /// Center entity name.
+    pub center: Option<&'a str>,
+    /// Results per scope.
+    pub limit: usize,
+    /// Relation filter.
+    pub edge_types: Vec<String>,
+    /// Label filter.
+    pub labels: Vec<String>,
+    /// Time options.
+    pub time: &'a TimeArgs,
+}
+
+/// `chronicle search`.
+pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Result<()> {
+    let g = group(a.group)?;
+    let query = Query::new(node);
+    let mut request = SearchRequest::recipe(a.query, a.recipe, a.limit)?;
+    request.filters = SearchFilters {
+        edge_types: (!a.edge_types.is_empty()).then_some(a.edge_types),
+        node_labels: (!a.labels.is_empty()).then_some(a.labels),
+        ..time_filters(a.time)?
+    };
+    if let Some(name) = a.center {
+        request.center = Some(query.entity_named(&g, name).await.context("--center")?.uuid);
+    }
+    let results = query.search(&g, &request).await?;
+    if json {
+        println!("{}", serde_json::to_string(&results)?);
+        return Ok(());
+    }
+    if results.results.is_empty() {
+        println!("{}", dim("no results"));
+    }
+    for r in &results.results {
+        let score = dim(&format!("{:.3}", r.score));
+        match r.kind {
+            chronicle_engine::search::Scope::Fact => println!("{score} {}", fact_line(r)),
+            chronicle_engine::search::Scope::Entity
+            | chronicle_engine::search::Scope::Community => println!(
+                "{score} [{}] {} — {}",
+                cyan(r.kind.as_str()),
+                bold(&r.name),
+                r.summary.as_deref().unwrap_or("")
+            ),
+            chronicle_engine::search::Scope::Episode => println!(
+                "{score} [{}] {} ({}) {}",
+                cyan("episode"),
+                bold(&r.name),
+                short(r.valid_at),
+                r.content.as_deref().unwrap_or("")
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// `chronicle timeline`.
+pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> anyhow::Result<()> {
+    let g = group(group_id)?;
+    let (e, facts) = Query::new(node).timeline(&g, entity).await?;
+    if json {
+        #[derive(Serialize)]
+        struct Timeline<'a> {
+            entity: &'a chronicle_model::Entity,
+            facts: &'a [ResultItem],
+        }
+        let mut e = e.clone();
+        e.name_embedding = None;
+        println!(
+            "{}",
+            serde_json::to_string(&Timeline {
+                entity: &e,
+                facts: &facts
+            })?
+        );
+        return Ok(());
+    }
+    println!(
+        "{} {}",
+        bold(&e.name),
+        dim(&format!("({}) {}", e.entity_type(), e.summary))
+    );
+    for f in &facts {
+        println!("  {}", fact_line(f));
+    }
+    Ok(())
+}
+
+/// Figures read off the graph-events log.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LogStats {
+    /// Decisions (records).
+    pub decisions: u64,
+    /// Events.
+    pub events: u64,
+    /// Model calls by prompt kind.
+    pub llm_calls: BTreeMap<String, u64>,
+    /// Entity resolutions by tier.
+    pub resolutions: BTreeMap<String, u64>,
+    /// Dead-lettered commands.
+    pub dead_lettered: u64,
+    /// Texts embedded.
+    pub embeddings: u64,
+}
+
+/// Scans the graph-events log (for one group, or all).
+pub async fn log_stats(node: &Node, group: Option<&GroupId>) -> anyhow::Result<LogStats> {
+    let mut s = LogStats::default();
+    let topic = &node.topics.graph_events;
+    for p in 0..node.log.partition_count(topic).await? {
+        let end = node.log.end_offset(topic, p).await?;
+        let mut offset = 0;
+        while offset < end {
+            let records = node
+                .log
+                .read(topic, p, offset, 1024, Duration::ZERO)
+                .await?;
+            if records.is_empty() {
+                break;
+            }
+            for r in records {
+                offset = r.offset + 1;
+                let Ok(batch) = node.events.decode(&r.payload) else {
+                    continue;
+                };
+                if group.is_some_and(|g| g != &batch.group_id) {
+                    continue;
+                }
+                s.decisions += 1;
+                s.events += batch.events.len() as u64;
+                if batch.dead_letter.is_some() {
+                    s.dead_lettered += 1;
+                }
+                if let Some(st) = batch.stats {
+                    for (k, v) in st.llm_calls {
+                        *s.llm_calls.entry(k).or_default() += v;
+                    }
+                    for (k, v) in st.resolutions {
+                        *s.resolutions.entry(k).or_default() += v;
+                    }
+                    s.embeddings += st.embeddings;
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+#[derive(Serialize)]
+struct StatsJson {
+    episodes: u64,
+    entities: u64,
+    facts: u64,
+    facts_valid: u64,
+    facts_invalidated: u64,
+    communities: u64,
+    sagas: u64,
+    events: u64,
+    decisions: u64,
+    llm_calls: BTreeMap<String, u64>,
+    resolutions: BTreeMap<String, u64>,
+    embeddings: u64,
+    dead_lettered: u64,
+}
+
+/// `chronicle stats`.
+pub async fn stats(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let g = group_id.map(group).transpose()?;
+    let c = node.store.counts(g.as_ref()).await?;
+    let l = log_stats(node, g.as_ref()).await?;
+    let out = StatsJson {
+        episodes: c.episodes,
+        entities: c.entities,
+        facts: c.facts,
+        facts_valid: c.facts_valid,
+        facts_invalidated: c.facts_invalidated,
+        communities: c.communities,
+        sagas: c.sagas,
+        events: l.events,
+        decisions: l.decisions,
+        llm_calls: l.llm_calls,
+        resolutions: l.resolutions,
+        embeddings: l.embeddings,
+        dead_lettered: l.dead_lettered,
+    };
+    if json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        println!(
+            "{} episodes, {} entities, {} facts ({} current, {} history), {} events, {} dead-lettered",
+            out.episodes,
+            out.entities,
+            out.facts,
+            out.facts_valid,
+            out.facts_invalidated,
+            out.events,
+            out.dead_lettered
+        );
+        println!(
+            "llm calls: {:?}   resolutions: {:?}",
+            out.llm_calls, out.resolutions
+        );
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct PartitionStatus {
+    partition: u32,
+    episodes_end: u64,
+    processor_committed: Option<u64>,
+    processor_lag: u64,
+    graph_events_end: u64,
+    projected: u64,
+    projector_lag: u64,
+}
+
+#[derive(Serialize)]
+struct StatusJson {
+    partitions: Vec<PartitionStatus>,
+    pending: u64,
+    dead_lettered: u64,
+    decisions: u64,
+}
+
+/// `chronicle status`.
+pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let g = group_id.map(group).transpose()?;
+    let positions = node.store.positions().await?;
+    let mut partitions = Vec::new();
+    let mut pending = 0;
+    for p in 0..node.log.partition_count(&node.topics.episodes).await? {
+        let end = node.log.end_offset(&node.topics.episodes, p).await?;
+        let committed = node
+            .log
+            .committed_offset("chronicle-processor", &node.topics.episodes, p)
+            .await?;
+        let ge_end = node.log.end_offset(&node.topics.graph_events, p).await?;
+        let projected = positions.get(&p).copied().unwrap_or(0);
+        let lag = end.saturating_sub(committed.unwrap_or(0));
+        pending += lag;
+        partitions.push(PartitionStatus {
+            partition: p,
+            episodes_end: end,
+            processor_committed: committed,
+            processor_lag: lag,
+            graph_events_end: ge_end,
+            projected,
+            projector_lag: ge_end.saturating_sub(projected),
+        });
+    }
+    let l = log_stats(node, g.as_ref()).await?;
+    let out = StatusJson {
+        partitions,
+        pending,
+        dead_lettered: l.dead_lettered,
+        decisions: l.decisions,
+    };
+    if json {
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        println!(
+            "{} decisions, {} dead-lettered, at most {} pending (uncommitted episodes across partitions)",
+            out.decisions, out.dead_lettered, out.pending
+        );
+        for p in &out.partitions {
+            println!(
+                "  partition {:>3}: processor lag {:>6}   projector lag {:>6}",
+                p.partition, p.processor_lag, p.projector_lag
+            );
+        }
+    }
+    Ok(())
+}

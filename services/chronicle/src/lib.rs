@@ -1,0 +1,17 @@
+//! chronicle's service binary: the roles (gateway, processor, projector,
+//! query) on a [`node::Node`], and the command line.
+
+pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod gateway;
+pub mod kafka;
+pub mod node;
+pub mod processor;
+pub mod projector;
+pub mod query;
+pub mod runtime;
+pub mod scylla;
+pub mod status;
+pub mod style;

@@ -1,0 +1,666 @@
+//! The query role: hybrid search, fact listings and timelines over the
+//! projected graph. Candidates come from the indices (BM25, cosine) and the
+//! store (BFS); records are loaded from the store, filtered (current facts
+//! only unless asked otherwise) and ranked by the engine's rerankers.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use chronicle_engine::search::{
+    self, Channel, RerankerKind, Scope, SearchConfig, SearchError, SearchFilters, by_mentions,
+    by_node_distance, mmr, rrf,
+};
+use chronicle_index::{DocKind, IndexError};
+use chronicle_metrics::METRICS;
+use chronicle_model::{Entity, Fact, GroupId, Timestamp, normalize_name};
+use chronicle_store::StoreError;
+use serde::Serialize;
+use thiserror::Error;
+use uuid::Uuid;
+
+use crate::node::Node;
+
+/// Why a query failed.
+#[derive(Debug, Error)]
+pub enum QueryError {
+    /// The request is invalid (the caller can fix it).
+    #[error(transparent)]
+    Invalid(#[from] SearchError),
+    /// A named entity does not exist in the group.
+    #[error("no entity named `{0}` in this group")]
+    UnknownEntity(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The indices failed.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    /// A model call failed.
+    #[error(transparent)]
+    Model(#[from] chronicle_engine::ports::LlmError),
+}
+
+impl QueryError {
+    /// Whether the caller caused it (HTTP 4xx).
+    pub fn is_client_error(&self) -> bool {
+        matches!(self, QueryError::Invalid(_) | QueryError::UnknownEntity(_))
+    }
+}
+
+/// A search request.
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    /// Free text.
+    pub query: String,
+    /// Recipe name (for metrics) — `custom` for an explicit configuration.
+    pub recipe: String,
+    /// What to search and how to rank.
+    pub config: SearchConfig,
+    /// What results may contain.
+    pub filters: SearchFilters,
+    /// The center entity for BFS and node distance.
+    pub center: Option<Uuid>,
+}
+
+impl SearchRequest {
+    /// A request for a named recipe.
+    pub fn recipe(query: &str, recipe: &str, limit: usize) -> Result<Self, QueryError> {
+        let mut config =
+            search::recipe(recipe).ok_or_else(|| SearchError::UnknownRecipe(recipe.to_owned()))?;
+        config.limit = limit;
+        Ok(SearchRequest {
+            query: query.to_owned(),
+            recipe: recipe.to_owned(),
+            config,
+            filters: SearchFilters::default(),
+            center: None,
+        })
+    }
+}
+
+/// An episode that asserted a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Provenance {
+    /// Episode id.
+    pub uuid: Uuid,
+    /// Episode name.
+    pub name: String,
+}
+
+/// One result, best first in [`SearchResults`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResultItem {
+    /// fact, entity, episode or community.
+    pub kind: Scope,
+    /// Its id.
+    pub uuid: Uuid,
+    /// Its score under the recipe's reranker.
+    pub score: f32,
+    /// Relation (facts) or name (entities, communities, episodes).
+    pub name: String,
+    /// The fact sentence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fact: Option<String>,
+    /// Source entity name (facts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Target entity name (facts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Summary (entities, communities).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Content (episodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Labels (entities).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// Valid-time start (facts; episodes: reference time).
+    pub valid_at: Option<Timestamp>,
+    /// Valid-time end (facts).
+    pub invalid_at: Option<Timestamp>,
+    /// Transaction time it was recorded.
+    pub created_at: Timestamp,
+    /// Transaction time it was invalidated (facts).
+    pub expired_at: Option<Timestamp>,
+    /// Episodes that assert it (facts), mention it (entities), or itself (episodes).
+    pub episodes: Vec<Provenance>,
+}
+
+/// Search results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SearchResults {
+    /// Best first.
+    pub results: Vec<ResultItem>,
+}
+
+fn doc_kind(scope: Scope) -> DocKind {
+    match scope {
+        Scope::Fact => DocKind::Fact,
+        Scope::Entity => DocKind::Entity,
+        Scope::Episode => DocKind::Episode,
+        Scope::Community => DocKind::Community,
+    }
+}
+
+/// Loaded and admitted candidates of one scope.
+enum Loaded {
+    Fact(Fact),
+    Entity(Entity),
+    Episode(chronicle_model::Episode),
+    Community(chronicle_model::Community),
+}
+
+impl Loaded {
+    fn vector(&self) -> Option<&[f32]> {
+        match self {
+            Loaded::Fact(f) => f.fact_embedding.as_deref(),
+            Loaded::Entity(e) => e.name_embedding.as_deref(),
+            Loaded::Community(c) => c.name_embedding.as_deref(),
+            Loaded::Episode(_) => None,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Loaded::Fact(f) => f.fact.clone(),
+            Loaded::Entity(e) => format!("{}: {}", e.name, e.summary),
+            Loaded::Episode(e) => e.content.clone(),
+            Loaded::Community(c) => format!("{}: {}", c.name, c.summary),
+        }
+    }
+}
+
+/// The query role.
+pub struct Query<'n> {
+    node: &'n Node,
+    now: Timestamp,
+}
+
+impl<'n> Query<'n> {
+    /// Queries at the current wall-clock time.
+    pub fn new(node: &'n Node) -> Self {
+        Self::at(node, now())
+    }
+
+    /// Queries as if it were `now` (what "current" means).
+    pub fn at(node: &'n Node, now: Timestamp) -> Self {
+        Query { node, now }
+    }
+
+    /// Looks an entity up by name (exact normalized name).
+    pub async fn entity_named(&self, group: &GroupId, name: &str) -> Result<Entity, QueryError> {
+        let mut found = self
+            .node
+            .store
+            .entities_by_name(group, &normalize_name(name))
+            .await?;
+        found.sort_by_key(|e| (e.created_at, e.uuid));
+        found
+            .into_iter()
+            .next()
+            .ok_or_else(|| QueryError::UnknownEntity(name.to_owned()))
+    }
+
+    /// Runs a search.
+    pub async fn search(
+        &self,
+        group: &GroupId,
+        request: &SearchRequest,
+    ) -> Result<SearchResults, QueryError> {
+        let started = Instant::now();
+        let config = &request.config;
+        let query_vector = if config.needs_query_vector() && !request.query.trim().is_empty() {
+            let mut v = self
+                .node
+                .decider
+                .embedder()
+                .embed(std::slice::from_ref(&request.query))
+                .await?;
+            v.pop()
+        } else {
+            None
+        };
+        let mut results = Vec::new();
+        for (scope, scope_config) in config.scopes() {
+            if scope_config.reranker == RerankerKind::CrossEncoder && self.node.reranker.is_none() {
+                return Err(SearchError::NoCrossEncoder.into());
+            }
+            if scope_config.reranker == RerankerKind::NodeDistance && request.center.is_none() {
+                return Err(SearchError::NoCenter.into());
+            }
+            results.extend(
+                self.search_scope(group, request, scope, scope_config, query_vector.as_deref())
+                    .await?,
+            );
+        }
+        results.sort_by(|a, b| b.score.total_cmp(&a.score));
+        METRICS
+            .search_duration
+            .with_label_values(&[&request.recipe])
+            .observe(started.elapsed().as_secs_f64());
+        Ok(SearchResults { results })
+    }
+
+    async fn search_scope(
+        &self,
+        group: &GroupId,
+        request: &SearchRequest,
+        scope: Scope,
+        sc: &search::ScopeConfig,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Vec<ResultItem>, QueryError> {
+        let limit = request.config.limit.max(1);
+        let mut fetch = (limit * 4).max(20);
+        loop {
+            let mut lists: Vec<Vec<Uuid>> = Vec::new();
+            let mut exhausted = true;
+            let kinds = [doc_kind(scope)];
+            if sc.channels.contains(&Channel::Bm25) && !request.query.trim().is_empty() {
+                let hits = self
+                    .node
+                    .index
+                    .text_search(group, &kinds, &request.query, fetch)?;
+                exhausted &= hits.len() < fetch;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            if sc.channels.contains(&Channel::Cosine)
+                && let Some(v) = query_vector
+            {
+                let hits = self.node.index.vector_search(group, &kinds, v, fetch)?;
+                exhausted &= hits.len() < fetch;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            let hops = if sc.channels.contains(&Channel::Bfs)
+                || sc.reranker == RerankerKind::NodeDistance
+            {
+                let origins = self.bfs_origins(group, request, query_vector).await?;
+                Some(
+                    self.bfs(group, &origins, request.config.bfs_max_depth)
+                        .await?,
+                )
+            } else {
+                None
+            };
+            if sc.channels.contains(&Channel::Bfs)
+                && let Some(h) = &hops
+            {
+                lists.push(h.reached(scope));
+            }
+            // Load and filter every candidate once.
+            let mut loaded: BTreeMap<Uuid, Loaded> = BTreeMap::new();
+            let candidates: BTreeSet<Uuid> = lists.iter().flatten().copied().collect();
+            for u in candidates {
+                if let Some(x) = self.load(group, scope, u, &request.filters).await? {
+                    loaded.insert(u, x);
+                }
+            }
+            let lists: Vec<Vec<Uuid>> = lists
+                .into_iter()
+                .map(|l| l.into_iter().filter(|u| loaded.contains_key(u)).collect())
+                .collect();
+            let fused = rrf(&lists, 1.0);
+            if fused.len() < limit && !exhausted && fetch < 4096 {
+                fetch *= 4;
+                continue;
+            }
+            let ranked = match sc.reranker {
+                RerankerKind::Rrf => fused,
+                RerankerKind::Mmr => match query_vector {
+                    Some(q) => {
+                        let cands: Vec<(Uuid, Option<&[f32]>)> = fused
+                            .iter()
+                            .map(|(u, _)| (*u, loaded[u].vector()))
+                            .collect();
+                        mmr(q, &cands, request.config.mmr_lambda, limit)
+                    }
+                    None => fused,
+                },
+                RerankerKind::NodeDistance => {
+                    let h = hops.as_ref().expect("computed above for node distance");
+                    by_node_distance(&fused, &h.distance_of(scope, &loaded))
+                }
+                RerankerKind::EpisodeMentions => {
+                    let mut counts = BTreeMap::new();
+                    for (u, x) in &loaded {
+                        let n = match x {
+                            Loaded::Fact(f) => f.episodes.len(),
+                            Loaded::Entity(e) => self
+                                .node
+                                .store
+                                .mentioning_episodes(group, e.uuid)
+                                .await?
+                                .len(),
+                            Loaded::Community(c) => c.members.len(),
+                            Loaded::Episode(_) => 0,
+                        };
+                        counts.insert(*u, n);
+                    }
+                    by_mentions(&fused, &counts)
+                }
+                RerankerKind::CrossEncoder => {
+                    let top: Vec<(Uuid, f32)> = fused.into_iter().take(limit * 3).collect();
+                    let texts: Vec<String> = top.iter().map(|(u, _)| loaded[u].text()).collect();
+                    let reranker = self
+                        .node
+                        .reranker
+                        .as_ref()
+                        .ok_or(SearchError::NoCrossEncoder)?;
+                    let scores = reranker.rerank(&request.query, &texts).await?;
+                    let mut scored: Vec<(Uuid, f32)> =
+                        top.iter().map(|(u, _)| *u).zip(scores).collect();
+                    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+                    scored
+                }
+            };
+            let mut out = Vec::new();
+            for (u, score) in ranked.into_iter().take(limit) {
+                if let Some(x) = loaded.remove(&u) {
+                    out.push(self.item(group, x, score).await?);
+                }
+            }
+            return Ok(out);
+        }
+    }
+
+    /// Loads a candidate and applies the filters; `None` when filtered out or gone.
+    async fn load(
+        &self,
+        group: &GroupId,
+        scope: Scope,
+        u: Uuid,
+        filters: &SearchFilters,
+    ) -> Result<Option<Loaded>, QueryError> {
+        let store = &self.node.store;
+        Ok(match scope {
+            Scope::Fact => {
+                let Some(f) = store.fact(group, u).await? else {
+                    return Ok(None);
+                };
+                let mut labels = Vec::new();
+                if filters.node_labels.is_some() {
+                    for end in [f.source_node_uuid, f.target_node_uuid] {
+                        labels.push(
+                            store
+                                .entity(group, end)
+                                .await?
+                                .map(|e| e.labels)
+                                .unwrap_or_default(),
+                        );
+                    }
+                }
+                let label_refs: Vec<&[String]> = labels.iter().map(Vec::as_slice).collect();
+                filters
+                    .admit_fact(&f, &label_refs, self.now)
+                    .map(Loaded::Fact)
+            }
+            Scope::Entity => store
+                .entity(group, u)
+                .await?
+                .filter(|e| filters.admit_entity(e))
+                .map(Loaded::Entity),
+            Scope::Episode => store
+                .episode(group, u)
+                .await?
+                .filter(|e| filters.admit_episode(e))
+                .map(Loaded::Episode),
+            Scope::Community => store
+                .community(group, u)
+                .await?
+                .filter(|c| filters.known_at.is_none_or(|t| c.created_at <= t))
+                .map(Loaded::Community),
+        })
+    }
+
+    /// BFS origins: the center, or else the best entity matches of the query.
+    async fn bfs_origins(
+        &self,
+        group: &GroupId,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Vec<Uuid>, QueryError> {
+        if let Some(c) = request.center {
+            return Ok(vec![c]);
+        }
+        let mut lists = vec![
+            self.node
+                .index
+                .text_search(group, &[DocKind::Entity], &request.query, 3)?
+                .into_iter()
+                .map(|h| h.uuid)
+                .collect::<Vec<_>>(),
+        ];
+        if let Some(v) = query_vector {
+            lists.push(
+                self.node
+                    .index
+                    .vector_search(group, &[DocKind::Entity], v, 3)?
+                    .into_iter()
+                    .map(|h| h.uuid)
+                    .collect(),
+            );
+        }
+        Ok(rrf(&lists, 1.0)
+            .into_iter()
+            .take(3)
+            .map(|(u, _)| u)
+            .collect())
+    }
+
+    async fn bfs(
+        &self,
+        group: &GroupId,
+        origins: &[Uuid],
+        depth: usize,
+    ) -> Result<Hops, QueryError> {
+        let mut hops = Hops::default();
+        let mut queue: VecDeque<(Uuid, usize)> = VecDeque::new();
+        for o in origins {
+            if hops.entities.insert(*o, 0).is_none() {
+                hops.order_entities.push(*o);
+                queue.push_back((*o, 0));
+            }
+        }
+        while let Some((e, d)) = queue.pop_front() {
+            if d >= depth {
+                continue;
+            }
+            for n in self.node.store.neighbours(group, e).await? {
+                if let std::collections::btree_map::Entry::Vacant(v) = hops.facts.entry(n.fact) {
+                    v.insert(d);
+                    hops.order_facts.push(n.fact);
+                }
+                if let std::collections::btree_map::Entry::Vacant(v) = hops.entities.entry(n.entity)
+                {
+                    v.insert(d + 1);
+                    hops.order_entities.push(n.entity);
+                    queue.push_back((n.entity, d + 1));
+                }
+            }
+        }
+        Ok(hops)
+    }
+
+    async fn item(&self, group: &GroupId, x: Loaded, score: f32) -> Result<ResultItem, QueryError> {
+        let store = &self.node.store;
+        let provenance = |ids: Vec<Uuid>| async move {
+            let mut out = Vec::new();
+            for u in ids {
+                if let Some(e) = store.episode(group, u).await? {
+                    out.push(Provenance {
+                        uuid: u,
+                        name: e.name,
+                    });
+                }
+            }
+            Ok::<_, QueryError>(out)
+        };
+        let name_of = |u: Uuid| async move {
+            Ok::<_, QueryError>(store.entity(group, u).await?.map(|e| e.name))
+        };
+        Ok(match x {
+            Loaded::Fact(f) => ResultItem {
+                kind: Scope::Fact,
+                uuid: f.uuid,
+                score,
+                name: f.name.clone(),
+                source: name_of(f.source_node_uuid).await?,
+                target: name_of(f.target_node_uuid).await?,
+                fact: Some(f.fact.clone()),
+                summary: None,
+                content: None,
+                labels: Vec::new(),
+                valid_at: f.valid_at,
+                invalid_at: f.invalid_at,
+                created_at: f.created_at,
+                expired_at: f.expired_at,
+                episodes: provenance(f.episodes.clone()).await?,
+            },
+            Loaded::Entity(e) => {
+                let mut mentioning = store.mentioning_episodes(group, e.uuid).await?;
+                mentioning.truncate(10);
+                ResultItem {
+                    kind: Scope::Entity,
+                    uuid: e.uuid,
+                    score,
+                    name: e.name.clone(),
+                    fact: None,
+                    source: None,
+                    target: None,
+                    summary: Some(e.summary.clone()),
+                    content: None,
+                    labels: e.labels.clone(),
+                    valid_at: None,
+                    invalid_at: None,
+                    created_at: e.created_at,
+                    expired_at: None,
+                    episodes: provenance(mentioning).await?,
+                }
+            }
+            Loaded::Episode(e) => ResultItem {
+                kind: Scope::Episode,
+                uuid: e.uuid,
+                score,
+                name: e.name.clone(),
+                fact: None,
+                source: None,
+                target: None,
+                summary: None,
+                content: Some(e.content.clone()),
+                labels: Vec::new(),
+                valid_at: Some(e.valid_at),
+                invalid_at: None,
+                created_at: e.created_at,
+                expired_at: None,
+                episodes: vec![Provenance {
+                    uuid: e.uuid,
+                    name: e.name,
+                }],
+            },
+            Loaded::Community(c) => ResultItem {
+                kind: Scope::Community,
+                uuid: c.uuid,
+                score,
+                name: c.name.clone(),
+                fact: None,
+                source: None,
+                target: None,
+                summary: Some(c.summary.clone()),
+                content: None,
+                labels: Vec::new(),
+                valid_at: None,
+                invalid_at: None,
+                created_at: c.created_at,
+                expired_at: None,
+                episodes: Vec::new(),
+            },
+        })
+    }
+
+    /// Facts of a group (or of one entity), filtered like search, ordered by
+    /// valid time then creation.
+    pub async fn facts(
+        &self,
+        group: &GroupId,
+        entity: Option<&str>,
+        filters: &SearchFilters,
+    ) -> Result<Vec<ResultItem>, QueryError> {
+        let facts = match entity {
+            Some(name) => {
+                let e = self.entity_named(group, name).await?;
+                self.node.store.facts_of_entity(group, e.uuid).await?
+            }
+            None => self.node.store.facts(group).await?,
+        };
+        let mut admitted: Vec<Fact> = facts
+            .iter()
+            .filter_map(|f| filters.admit_fact(f, &[], self.now))
+            .collect();
+        admitted.sort_by_key(|f| (f.valid_at, f.created_at, f.uuid));
+        let mut out = Vec::with_capacity(admitted.len());
+        for f in admitted {
+            out.push(self.item(group, Loaded::Fact(f), 1.0).await?);
+        }
+        Ok(out)
+    }
+
+    /// Every fact about an entity over time, history included.
+    pub async fn timeline(
+        &self,
+        group: &GroupId,
+        entity: &str,
+    ) -> Result<(Entity, Vec<ResultItem>), QueryError> {
+        let e = self.entity_named(group, entity).await?;
+        let filters = SearchFilters {
+            include_history: true,
+            ..Default::default()
+        };
+        let items = self.facts(group, Some(entity), &filters).await?;
+        Ok((e, items))
+    }
+}
+
+/// BFS reach: hop counts of entities and facts, in discovery order.
+#[derive(Default)]
+struct Hops {
+    entities: BTreeMap<Uuid, usize>,
+    facts: BTreeMap<Uuid, usize>,
+    order_entities: Vec<Uuid>,
+    order_facts: Vec<Uuid>,
+}
+
+impl Hops {
+    fn reached(&self, scope: Scope) -> Vec<Uuid> {
+        match scope {
+            Scope::Fact => self.order_facts.clone(),
+            Scope::Entity => self.order_entities.clone(),
+            Scope::Episode | Scope::Community => Vec::new(),
+        }
+    }
+
+    fn distance_of(&self, scope: Scope, loaded: &BTreeMap<Uuid, Loaded>) -> BTreeMap<Uuid, usize> {
+        match scope {
+            Scope::Fact => self.facts.clone(),
+            Scope::Entity => self.entities.clone(),
+            Scope::Community => loaded
+                .iter()
+                .filter_map(|(u, x)| match x {
+                    Loaded::Community(c) => c
+                        .members
+                        .iter()
+                        .filter_map(|m| self.entities.get(m))
+                        .min()
+                        .map(|h| (*u, *h)),
+                    _ => None,
+                })
+                .collect(),
+            Scope::Episode => BTreeMap::new(),
+        }
+    }
+}
+
+/// The wall clock as a timestamp.
+pub fn now() -> Timestamp {
+    Timestamp::from_datetime(chrono::Utc::now()).unwrap_or(Timestamp::EPOCH)
+}
