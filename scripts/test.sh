@@ -7,4 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 scripts/fetch-minilm.sh >/dev/null
+# the end-to-end tests run the binary as a separate process
+cargo build -p chronicle
 cargo test --workspace --no-fail-fast "$@"

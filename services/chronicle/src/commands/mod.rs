@@ -12,6 +12,22 @@ use crate::config::GlobalArgs;
 use crate::node::Node;
 
 pub use ingest::{IngestOutcome, parse_jsonl};
+
+/// Appends a JSONL file's episodes and waits until they are processed and
+/// projected (quietly; bad lines are reported on stderr).
+pub async fn ingest_file(node: &std::sync::Arc<Node>, file: &std::path::Path) -> anyhow::Result<IngestOutcome> {
+    ingest::run(node, file, true, false).await
+}
+
+/// Rebuilds a node's projection from its log.
+pub async fn rebuild(node: &Node) -> anyhow::Result<crate::projector::ProjectorReport> {
+    audit::rebuild(node).await
+}
+
+/// Replays a node's log up to transaction time `until` into `out`.
+pub async fn replay(node: &Node, until: &str, out: &std::path::Path) -> anyhow::Result<crate::projector::ProjectorReport> {
+    audit::replay(node, until, out).await
+}
 pub use read::{LogStats, log_stats};
 
 /// Runs the command line: builds the runtime, logs, dispatches.
