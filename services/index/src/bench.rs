@@ -41,7 +41,8 @@ pub fn corpus(spec: &CorpusSpec) -> Corpus {
     let mut rng = Rng::new(spec.seed ^ 0xC0FF_EE00);
     let docs = (0..spec.documents)
         .map(|i| {
-            let kind = match i % 20 {
+            // Kinds cycle within each group (not in step with groups).
+            let kind = match (i / groups.len()) % 20 {
                 0..10 => DocKind::Fact,
                 10..16 => DocKind::Entity,
                 16..19 => DocKind::Episode,
@@ -78,7 +79,12 @@ pub fn text_queries(corpus: &Corpus, count: usize, seed: u64) -> Vec<(GroupId, S
 }
 
 /// `count` random unit query vectors, each aimed at a group.
-pub fn vector_queries(corpus: &Corpus, dimension: usize, count: usize, seed: u64) -> Vec<(GroupId, Vec<f32>)> {
+pub fn vector_queries(
+    corpus: &Corpus,
+    dimension: usize,
+    count: usize,
+    seed: u64,
+) -> Vec<(GroupId, Vec<f32>)> {
     let mut rng = Rng::new(seed);
     (0..count)
         .map(|i| {
@@ -94,9 +100,49 @@ pub fn random_unit_vectors(count: usize, dimension: usize, seed: u64) -> Vec<Vec
     (0..count).map(|_| rng.unit_vector(dimension)).collect()
 }
 
+/// `count` unit vectors of `dimension` lying near a random `rank`-dimension
+/// subspace (plus 10% isotropic noise), deterministic in `seed`. Text
+/// embeddings have a low intrinsic dimension like this; uniformly random
+/// vectors ([`random_unit_vectors`]) are the worst case for HNSW.
+pub fn low_rank_unit_vectors(
+    count: usize,
+    dimension: usize,
+    rank: usize,
+    seed: u64,
+) -> Vec<Vec<f32>> {
+    let mut rng = Rng::new(seed);
+    let basis: Vec<Vec<f32>> = (0..rank.max(1))
+        .map(|_| rng.unit_vector(dimension))
+        .collect();
+    let mut rng = Rng::new(seed.rotate_left(17) ^ 0xBA5E);
+    (0..count)
+        .map(|_| {
+            loop {
+                let weights = rng.unit_vector(basis.len());
+                let noise = rng.unit_vector(dimension);
+                let v: Vec<f32> = (0..dimension)
+                    .map(|d| {
+                        let signal: f32 = basis.iter().zip(&weights).map(|(b, w)| b[d] * w).sum();
+                        signal + 0.1 * noise[d]
+                    })
+                    .collect();
+                if let Some(unit) = normalized(&v) {
+                    break unit;
+                }
+            }
+        })
+        .collect()
+}
+
 /// The exact top `limit` of `docs` in `group` and `kinds` by cosine to
 /// `query`: the reference for recall.
-pub fn exact_top(docs: &[IndexDoc], group: &GroupId, kinds: &[DocKind], query: &[f32], limit: usize) -> Vec<Uuid> {
+pub fn exact_top(
+    docs: &[IndexDoc],
+    group: &GroupId,
+    kinds: &[DocKind],
+    query: &[f32],
+    limit: usize,
+) -> Vec<Uuid> {
     let Some(query) = normalized(query) else {
         return Vec::new();
     };
@@ -109,7 +155,11 @@ pub fn exact_top(docs: &[IndexDoc], group: &GroupId, kinds: &[DocKind], query: &
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    scored.into_iter().take(limit).map(|(_, uuid)| uuid).collect()
+    scored
+        .into_iter()
+        .take(limit)
+        .map(|(_, uuid)| uuid)
+        .collect()
 }
 
 /// How a build went.
@@ -130,7 +180,11 @@ impl BuildReport {
 
 /// Upserts `docs` in batches of `batch`, committing after each (with a
 /// checkpoint that counts documents), as the projector does.
-pub fn build(index: &SearchIndex, docs: Vec<IndexDoc>, batch: usize) -> Result<BuildReport, IndexError> {
+pub fn build(
+    index: &SearchIndex,
+    docs: Vec<IndexDoc>,
+    batch: usize,
+) -> Result<BuildReport, IndexError> {
     let documents = docs.len();
     let batch = batch.max(1);
     let mut commits = Vec::new();
@@ -153,7 +207,12 @@ pub fn build(index: &SearchIndex, docs: Vec<IndexDoc>, batch: usize) -> Result<B
 }
 
 /// Runs every text query once and times each.
-pub fn time_text(index: &SearchIndex, queries: &[(GroupId, String)], kinds: &[DocKind], limit: usize) -> Result<Latencies, IndexError> {
+pub fn time_text(
+    index: &SearchIndex,
+    queries: &[(GroupId, String)],
+    kinds: &[DocKind],
+    limit: usize,
+) -> Result<Latencies, IndexError> {
     let mut samples = Vec::with_capacity(queries.len());
     for (group, query) in queries {
         let started = Instant::now();
@@ -164,7 +223,12 @@ pub fn time_text(index: &SearchIndex, queries: &[(GroupId, String)], kinds: &[Do
 }
 
 /// Runs every vector query once and times each.
-pub fn time_vector(index: &SearchIndex, queries: &[(GroupId, Vec<f32>)], kinds: &[DocKind], limit: usize) -> Result<Latencies, IndexError> {
+pub fn time_vector(
+    index: &SearchIndex,
+    queries: &[(GroupId, Vec<f32>)],
+    kinds: &[DocKind],
+    limit: usize,
+) -> Result<Latencies, IndexError> {
     let mut samples = Vec::with_capacity(queries.len());
     for (group, query) in queries {
         let started = Instant::now();
@@ -266,7 +330,10 @@ impl Words {
         (0..length)
             .map(|_| {
                 let x = rng.next_f64() * total;
-                let i = self.cumulative.partition_point(|c| *c < x).min(self.words.len() - 1);
+                let i = self
+                    .cumulative
+                    .partition_point(|c| *c < x)
+                    .min(self.words.len() - 1);
                 self.words[i].as_str()
             })
             .collect::<Vec<_>>()
@@ -319,7 +386,7 @@ mod tests {
     #[test]
     fn corpus_is_deterministic_and_mixed() {
         let spec = CorpusSpec {
-            documents: 200,
+            documents: 1_400,
             groups: 7,
             dimension: 8,
             seed: 3,
@@ -327,10 +394,21 @@ mod tests {
         let (a, b) = (corpus(&spec), corpus(&spec));
         assert_eq!(a.docs, b.docs);
         assert_eq!(a.groups.len(), 7);
-        for kind in DocKind::ALL {
-            assert!(a.docs.iter().any(|d| d.kind == kind), "{kind}");
+        for group in &a.groups {
+            for kind in DocKind::ALL {
+                let n = a
+                    .docs
+                    .iter()
+                    .filter(|d| d.kind == kind && d.group_id == *group)
+                    .count();
+                assert!(n > 0, "{group} has no {kind}");
+            }
         }
-        assert!(a.docs.iter().all(|d| (d.kind == DocKind::Episode) == d.vector.is_none()));
+        assert!(
+            a.docs
+                .iter()
+                .all(|d| (d.kind == DocKind::Episode) == d.vector.is_none())
+        );
     }
 
     #[test]

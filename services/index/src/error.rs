@@ -74,6 +74,9 @@ pub enum IndexError {
     /// A stored document lacks a field this crate always writes.
     #[error("stored document is malformed: {0}")]
     Corrupt(&'static str),
+    /// The HNSW builder thread could not be started.
+    #[error("spawning the graph builder thread")]
+    Thread(#[source] std::io::Error),
     /// tantivy failed.
     #[error("text index")]
     Tantivy(#[from] tantivy::TantivyError),

@@ -27,7 +27,8 @@ const TEXT_DIR: &str = "text";
 /// [`commit`](Self::commit); any number of threads search at the same
 /// time. Searches see the last commit only. Vectors are stored in the text
 /// index's documents, so a commit makes text, vectors and the checkpoint
-/// durable at once, and a reopen rebuilds exactly that state.
+/// durable at once, and a reopen rebuilds exactly that state (HNSW graphs
+/// are rebuilt in the background; see [`Self::wait_for_graphs`]).
 pub struct SearchIndex {
     dir: PathBuf,
     dimension: usize,
@@ -53,7 +54,7 @@ struct Committed {
     documents: BTreeMap<DocKind, u64>,
 }
 
-/// The commit payload: versioned so the format can grow.
+/// The commit payload: an object, so fields can be added compatibly.
 #[derive(Serialize, Deserialize)]
 struct Payload {
     checkpoint: Checkpoint,
@@ -66,9 +67,11 @@ pub struct IndexStats {
     pub documents: BTreeMap<DocKind, u64>,
     /// Searchable vectors.
     pub vectors: u64,
-    /// (group, kind) vector sub-indices, and how many of them use HNSW.
+    /// (group, kind) vector sub-indices, how many of them use HNSW, and how
+    /// many wait for their graph (searched exactly meanwhile).
     pub vector_sets: u64,
     pub hnsw_sets: u64,
+    pub hnsw_pending: u64,
     /// Memory held by vectors (HNSW sub-indices hold a second copy).
     pub vector_memory_bytes: u64,
     /// Files on disk. Vectors are stored inside the text index, so this
@@ -85,7 +88,11 @@ impl SearchIndex {
     /// Creates the index in `dir`, or reopens it at its last commit with
     /// every committed vector back. Refuses a directory built for another
     /// dimension: mixing embedding models would silently rank garbage.
-    pub fn open_with(dir: &Path, dimension: usize, options: IndexOptions) -> Result<Self, IndexError> {
+    pub fn open_with(
+        dir: &Path,
+        dimension: usize,
+        options: IndexOptions,
+    ) -> Result<Self, IndexError> {
         if dimension == 0 {
             return Err(IndexError::ZeroDimension);
         }
@@ -103,10 +110,10 @@ impl SearchIndex {
             _ => Checkpoint::new(),
         };
         let mut ops = Vec::new();
-        let mut wrong_dimension = None;
+        let mut wrong_dimension = false;
         text.for_each_vector(|kind, uuid, group, vector| {
             if vector.len() != dimension {
-                wrong_dimension.get_or_insert(vector.len());
+                wrong_dimension = true;
                 return;
             }
             ops.push(VectorOp::Put {
@@ -116,10 +123,10 @@ impl SearchIndex {
                 vector: Some(Arc::from(vector)),
             });
         })?;
-        if wrong_dimension.is_some() {
+        if wrong_dimension {
             return Err(IndexError::Corrupt("stored vector of another dimension"));
         }
-        let vectors = VectorStore::new(dimension, options);
+        let vectors = VectorStore::new(dimension, options)?;
         let mut locator = Locator::new();
         vectors.apply(&mut locator, ops)?;
         let documents = counts(&text)?;
@@ -145,11 +152,20 @@ impl SearchIndex {
             dir = %dir.display(),
             documents = stats.documents.values().sum::<u64>(),
             vectors = stats.vectors,
-            hnsw_sets = stats.hnsw_sets,
+            hnsw_pending = stats.hnsw_pending,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "search index opened"
         );
         Ok(index)
+    }
+
+    /// Blocks until every HNSW graph wanted so far is built. Graphs are
+    /// built in the background (after open, or when a sub-index grows past
+    /// [`IndexOptions::brute_force_below`] or is compacted); until then that
+    /// sub-index is searched exactly, so this is for benchmarks and tests,
+    /// never needed for correct results.
+    pub fn wait_for_graphs(&self) {
+        self.vectors.wait_for_graphs();
     }
 
     /// The embedding dimension this index was built for.
@@ -183,9 +199,14 @@ impl SearchIndex {
             prepared.push((doc, unit));
         }
         let mut writer = self.writer.lock()?;
+        writer.dirty |= !prepared.is_empty();
         for (doc, unit) in prepared {
-            writer.tantivy.delete_term(self.text.key_term(doc.kind, doc.uuid));
-            writer.tantivy.add_document(self.text.document(&doc, unit.as_deref()))?;
+            writer
+                .tantivy
+                .delete_term(self.text.key_term(doc.kind, doc.uuid));
+            writer
+                .tantivy
+                .add_document(self.text.document(&doc, unit.as_deref()))?;
             writer.pending.push(VectorOp::Put {
                 kind: doc.kind,
                 uuid: doc.uuid,
@@ -193,7 +214,6 @@ impl SearchIndex {
                 vector: unit,
             });
         }
-        writer.dirty = true;
         Ok(())
     }
 
@@ -298,7 +318,8 @@ impl SearchIndex {
             });
         }
         let query = normalized(vector).ok_or(IndexError::InvalidQueryVector)?;
-        self.vectors.search(group, kinds_or_all(kinds), &query, limit)
+        self.vectors
+            .search(group, kinds_or_all(kinds), &query, limit)
     }
 
     /// Sizes as of the last commit (disk usage as of now).
@@ -313,6 +334,7 @@ impl SearchIndex {
             vectors: figures.vectors,
             vector_sets: figures.sets,
             hnsw_sets: figures.graphs,
+            hnsw_pending: figures.graphs_pending,
             vector_memory_bytes: figures.memory_bytes,
             disk_bytes: dir_size(&self.dir.join(TEXT_DIR)),
         }
@@ -336,26 +358,38 @@ impl SearchIndex {
         METRICS
             .index_size_bytes
             .with_label_values(&["text"])
-            .set(saturating_i64(stats.disk_bytes.saturating_sub(vector_bytes)));
+            .set(saturating_i64(
+                stats.disk_bytes.saturating_sub(vector_bytes),
+            ));
     }
 }
 
 fn validate(options: &IndexOptions) -> Result<(), IndexError> {
     // hnsw_rs exits the process on more than 256 connections.
     if !(2..=256).contains(&options.hnsw.max_connections) {
-        return Err(IndexError::InvalidOptions("hnsw.max_connections must be in 2..=256"));
+        return Err(IndexError::InvalidOptions(
+            "hnsw.max_connections must be in 2..=256",
+        ));
     }
     if options.hnsw.ef_construction == 0 || options.hnsw.ef_search == 0 {
-        return Err(IndexError::InvalidOptions("hnsw ef values must be positive"));
+        return Err(IndexError::InvalidOptions(
+            "hnsw ef values must be positive",
+        ));
     }
     if options.writer_threads == 0 {
-        return Err(IndexError::InvalidOptions("writer_threads must be positive"));
+        return Err(IndexError::InvalidOptions(
+            "writer_threads must be positive",
+        ));
     }
     Ok(())
 }
 
 fn kinds_or_all(kinds: &[DocKind]) -> &[DocKind] {
-    if kinds.is_empty() { &DocKind::ALL } else { kinds }
+    if kinds.is_empty() {
+        &DocKind::ALL
+    } else {
+        kinds
+    }
 }
 
 fn counts(text: &TextIndex) -> Result<BTreeMap<DocKind, u64>, IndexError> {

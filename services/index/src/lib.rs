@@ -7,10 +7,11 @@
 //! with its graph-events [`Checkpoint`]; search asks for [`Hit`]s and loads
 //! the records from the graph store.
 //!
-//! Modules, in reading order: [`doc`](IndexDoc) (what is indexed),
-//! `index` ([`SearchIndex`]: writer, commit, checkpoint), `text` (tantivy
-//! schema and queries), `vector` (per-(group, kind) sub-indices), `meta`
-//! (the dimension a directory was built for), [`bench`] (timing helpers).
+//! Modules, in reading order: `doc` (what is indexed), `index`
+//! ([`SearchIndex`]: writer, commit, checkpoint), `text` (tantivy schema
+//! and queries), `vector` (per-(group, kind) sub-indices, exact or HNSW,
+//! graphs built by a background thread), `meta` (the dimension a directory
+//! was built for), [`mod@bench`] (timing helpers).
 
 pub mod bench;
 mod doc;

@@ -78,6 +78,8 @@ fn write_atomically(dir: &Path, path: &Path, dimension: usize) -> Result<(), Ind
     file.write_all(&bytes).map_err(io(&tmp))?;
     file.sync_all().map_err(io(&tmp))?;
     fs::rename(&tmp, path).map_err(io(path))?;
-    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))?;
     Ok(())
 }

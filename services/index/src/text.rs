@@ -16,8 +16,7 @@ use tantivy::schema::{
 };
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, SegmentReader, TantivyDocument,
-    Term,
+    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, SegmentReader, TantivyDocument, Term,
 };
 use uuid::Uuid;
 
@@ -182,15 +181,23 @@ impl TextIndex {
         let mut columns: Vec<Option<IdColumns>> = Vec::new();
         columns.resize_with(searcher.segment_readers().len(), || None);
         top.into_iter()
-            .map(|(score, DocAddress { segment_ord, doc_id })| {
-                let slot = &mut columns[segment_ord as usize];
-                let cols = match slot {
-                    Some(cols) => cols,
-                    None => slot.insert(IdColumns::of(searcher.segment_reader(segment_ord))?),
-                };
-                let (kind, uuid) = cols.identify(doc_id)?;
-                Ok(Hit { kind, uuid, score })
-            })
+            .map(
+                |(
+                    score,
+                    DocAddress {
+                        segment_ord,
+                        doc_id,
+                    },
+                )| {
+                    let slot = &mut columns[segment_ord as usize];
+                    let cols = match slot {
+                        Some(cols) => cols,
+                        None => slot.insert(IdColumns::of(searcher.segment_reader(segment_ord))?),
+                    };
+                    let (kind, uuid) = cols.identify(doc_id)?;
+                    Ok(Hit { kind, uuid, score })
+                },
+            )
             .collect()
     }
 
@@ -224,10 +231,13 @@ impl TextIndex {
     ) -> Result<(), IndexError> {
         let searcher = self.reader.searcher();
         for segment in searcher.segment_readers() {
-            let store = segment.get_store_reader(1).map_err(tantivy::TantivyError::from)?;
+            let store = segment
+                .get_store_reader(1)
+                .map_err(tantivy::TantivyError::from)?;
             for doc in store.iter::<TantivyDocument>(segment.alive_bitset()) {
                 let doc = doc?;
-                let Some(vector) = doc.get_first(self.fields.vector).and_then(|v| v.as_bytes()) else {
+                let Some(vector) = doc.get_first(self.fields.vector).and_then(|v| v.as_bytes())
+                else {
                     continue;
                 };
                 let key = doc
@@ -258,12 +268,17 @@ impl TextIndex {
 fn any_of(terms: Vec<Term>, option: IndexRecordOption) -> Box<dyn Query> {
     let mut queries: Vec<(Occur, Box<dyn Query>)> = terms
         .into_iter()
-        .map(|term| (Occur::Should, Box::new(TermQuery::new(term, option)) as Box<dyn Query>))
+        .map(|term| {
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(term, option)) as Box<dyn Query>,
+            )
+        })
         .collect();
-    if queries.len() == 1 {
-        if let Some((_, query)) = queries.pop() {
-            return query;
-        }
+    if queries.len() == 1
+        && let Some((_, query)) = queries.pop()
+    {
+        return query;
     }
     Box::new(BooleanQuery::new(queries))
 }
@@ -314,9 +329,10 @@ impl IdColumns {
         let missing = IndexError::Corrupt("hit without id fast fields");
         let kind = self.kind.first(doc).and_then(DocKind::from_code);
         match (kind, self.hi.first(doc), self.lo.first(doc)) {
-            (Some(kind), Some(hi), Some(lo)) => {
-                Ok((kind, Uuid::from_u128((u128::from(hi) << 64) | u128::from(lo))))
-            }
+            (Some(kind), Some(hi), Some(lo)) => Ok((
+                kind,
+                Uuid::from_u128((u128::from(hi) << 64) | u128::from(lo)),
+            )),
             _ => Err(missing),
         }
     }

@@ -4,6 +4,7 @@
 //! Changes are staged by the writer and applied here at commit, so vector
 //! search, like text search, sees committed data only.
 
+mod builder;
 mod math;
 mod set;
 
@@ -14,6 +15,7 @@ use chronicle_model::GroupId;
 use uuid::Uuid;
 
 use crate::{DocKind, Hit, IndexError, IndexOptions};
+use builder::GraphBuilder;
 pub(crate) use math::normalized;
 use set::VectorSet;
 
@@ -47,6 +49,7 @@ pub(crate) struct VectorStore {
     dimension: usize,
     options: IndexOptions,
     groups: RwLock<HashMap<GroupId, HashMap<DocKind, Shared>>>,
+    builder: GraphBuilder,
 }
 
 /// Figures over all sub-indices.
@@ -55,6 +58,8 @@ pub(crate) struct VectorFigures {
     pub vectors: u64,
     pub sets: u64,
     pub graphs: u64,
+    /// Sets large enough for a graph still being built (searched exactly).
+    pub graphs_pending: u64,
     pub memory_bytes: u64,
 }
 
@@ -64,60 +69,76 @@ enum SetOp {
 }
 
 impl VectorStore {
-    pub(crate) fn new(dimension: usize, options: IndexOptions) -> Self {
-        VectorStore {
+    pub(crate) fn new(dimension: usize, options: IndexOptions) -> Result<Self, IndexError> {
+        Ok(VectorStore {
             dimension,
+            builder: GraphBuilder::start(options.hnsw.clone())?,
             options,
             groups: RwLock::new(HashMap::new()),
-        }
+        })
     }
 
-    /// Applies staged ops, keeping `locator` in step.
-    pub(crate) fn apply(&self, locator: &mut Locator, ops: Vec<VectorOp>) -> Result<(), IndexError> {
+    /// Blocks until the graphs wanted so far are built.
+    pub(crate) fn wait_for_graphs(&self) {
+        self.builder.wait_idle();
+    }
+
+    /// Applies staged ops, keeping `locator` in step. Sets that grow large
+    /// enough get their graph from the builder thread, later.
+    pub(crate) fn apply(
+        &self,
+        locator: &mut Locator,
+        ops: Vec<VectorOp>,
+    ) -> Result<(), IndexError> {
         let (cleared, per_set) = route(locator, ops);
+        let mut wanting = Vec::new();
         if cleared {
             let mut fresh: HashMap<GroupId, HashMap<DocKind, Shared>> = HashMap::new();
             for ((group, kind), ops) in per_set {
-                let set = self.build(ops);
+                let mut set = VectorSet::new(self.dimension);
+                let wants = self.change(&mut set, ops);
                 if set.live() > 0 {
-                    fresh
-                        .entry(group)
-                        .or_default()
-                        .insert(kind, Arc::new(RwLock::new(set)));
+                    let shared = Arc::new(RwLock::new(set));
+                    if wants {
+                        wanting.push(Arc::clone(&shared));
+                    }
+                    fresh.entry(group).or_default().insert(kind, shared);
                 }
             }
             *self.groups.write()? = fresh;
-            return Ok(());
-        }
-        for ((group, kind), ops) in per_set {
-            let existing = self
-                .groups
-                .read()?
-                .get(&group)
-                .and_then(|sets| sets.get(&kind))
-                .cloned();
-            let live = match existing {
-                Some(shared) => {
-                    let mut set = shared.write()?;
-                    self.change(&mut set, ops);
-                    set.live()
-                }
-                None => {
-                    let set = self.build(ops);
-                    let live = set.live();
-                    if live > 0 {
-                        let mut groups = self.groups.write()?;
-                        groups
-                            .entry(group.clone())
-                            .or_default()
-                            .insert(kind, Arc::new(RwLock::new(set)));
+        } else {
+            for ((group, kind), ops) in per_set {
+                let existing = self
+                    .groups
+                    .read()?
+                    .get(&group)
+                    .and_then(|sets| sets.get(&kind))
+                    .cloned();
+                let (shared, live) = match existing {
+                    Some(shared) => {
+                        let mut set = shared.write()?;
+                        if self.change(&mut set, ops) {
+                            wanting.push(Arc::clone(&shared));
+                        }
+                        let live = set.live();
+                        drop(set);
+                        (shared, live)
                     }
-                    live
-                }
-            };
-            if live == 0 {
+                    None => {
+                        let mut set = VectorSet::new(self.dimension);
+                        let wants = self.change(&mut set, ops);
+                        let live = set.live();
+                        let shared = Arc::new(RwLock::new(set));
+                        if wants {
+                            wanting.push(Arc::clone(&shared));
+                        }
+                        (shared, live)
+                    }
+                };
                 let mut groups = self.groups.write()?;
-                if let Some(sets) = groups.get_mut(&group) {
+                if live > 0 {
+                    groups.entry(group).or_default().insert(kind, shared);
+                } else if let Some(sets) = groups.get_mut(&group) {
                     sets.remove(&kind);
                     if sets.is_empty() {
                         groups.remove(&group);
@@ -125,23 +146,21 @@ impl VectorStore {
                 }
             }
         }
+        for set in &wanting {
+            self.builder.request(set);
+        }
         Ok(())
     }
 
-    fn build(&self, ops: Vec<SetOp>) -> VectorSet {
-        let mut set = VectorSet::new(self.dimension);
-        self.change(&mut set, ops);
-        set
-    }
-
-    fn change(&self, set: &mut VectorSet, ops: Vec<SetOp>) {
+    /// Applies one set's changes; true if it newly wants a graph.
+    fn change(&self, set: &mut VectorSet, ops: Vec<SetOp>) -> bool {
         for op in ops {
             match op {
                 SetOp::Put(uuid, vector) => set.put(uuid, &vector),
                 SetOp::Remove(uuid) => set.remove(&uuid),
             }
         }
-        set.maintain(self.options.brute_force_below, &self.options.hnsw);
+        set.maintain(self.options.brute_force_below)
     }
 
     /// The `limit` documents of `group` (of any of `kinds`) most similar to
@@ -162,23 +181,20 @@ impl VectorStore {
         };
         let mut hits = Vec::new();
         for (kind, set) in sets {
-            let found = set.read()?.search(query, limit, self.options.hnsw.ef_search);
+            let found = set
+                .read()?
+                .search(query, limit, self.options.hnsw.ef_search);
             hits.extend(found.into_iter().map(|(uuid, score)| (kind, uuid, score)));
         }
-        hits.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| (a.0, a.1).cmp(&(b.0, b.1))));
+        hits.sort_by(|a, b| {
+            b.2.total_cmp(&a.2)
+                .then_with(|| (a.0, a.1).cmp(&(b.0, b.1)))
+        });
         hits.truncate(limit);
         Ok(hits
             .into_iter()
             .map(|(kind, uuid, score)| Hit { kind, uuid, score })
             .collect())
-    }
-
-    /// The committed unit vector of a document, if it has one.
-    #[cfg(test)]
-    pub(crate) fn vector_of(&self, group: &GroupId, kind: DocKind, uuid: &Uuid) -> Option<Vec<f32>> {
-        let groups = self.groups.read().ok()?;
-        let set = groups.get(group)?.get(&kind)?.read().ok()?;
-        set.get(uuid).map(<[f32]>::to_vec)
     }
 
     /// Counts and sizes, skipping any set whose lock is poisoned.
@@ -192,6 +208,7 @@ impl VectorStore {
                 figures.vectors += set.live() as u64;
                 figures.sets += 1;
                 figures.graphs += u64::from(set.has_graph());
+                figures.graphs_pending += u64::from(set.wants_graph());
                 figures.memory_bytes += set.vector_bytes() as u64;
             }
         }
@@ -201,7 +218,10 @@ impl VectorStore {
 
 /// Resolves ops into per-set changes in order; returns whether a `Clear`
 /// came first (then the changes rebuild from nothing).
-fn route(locator: &mut Locator, ops: Vec<VectorOp>) -> (bool, HashMap<(GroupId, DocKind), Vec<SetOp>>) {
+fn route(
+    locator: &mut Locator,
+    ops: Vec<VectorOp>,
+) -> (bool, HashMap<(GroupId, DocKind), Vec<SetOp>>) {
     let mut cleared = false;
     let mut per_set: HashMap<(GroupId, DocKind), Vec<SetOp>> = HashMap::new();
     for op in ops {
@@ -240,7 +260,10 @@ fn route(locator: &mut Locator, ops: Vec<VectorOp>) -> (bool, HashMap<(GroupId, 
             }
             VectorOp::Delete { kind, uuid } => {
                 if let Some(group) = locator.remove(&(kind, uuid)) {
-                    per_set.entry((group, kind)).or_default().push(SetOp::Remove(uuid));
+                    per_set
+                        .entry((group, kind))
+                        .or_default()
+                        .push(SetOp::Remove(uuid));
                 }
             }
         }

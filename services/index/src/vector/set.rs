@@ -4,9 +4,15 @@
 //! cannot delete, so a replaced or deleted vector leaves a tombstoned slot
 //! the graph still holds; searches over-fetch and drop tombstones, and the
 //! set is compacted (graph rebuilt) once tombstones outnumber live vectors.
+//!
+//! A graph is never built from scratch under the set's lock: `maintain`
+//! only marks the set as wanting one, a builder copies a [`Snapshot`],
+//! builds off-lock and `install`s it, adding slots appended meanwhile. Until
+//! then the set is scanned exactly: slower, never wrong.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use hnsw_rs::hnsw::Hnsw;
 use uuid::Uuid;
@@ -20,6 +26,17 @@ const MIN_DEAD_TO_COMPACT: usize = 64;
 const MAX_LAYERS: usize = 16;
 /// Graph insertions of at least this many vectors run on rayon's pool.
 const PARALLEL_INSERT_MIN: usize = 128;
+/// A from-scratch build checks for cancellation between chunks this large.
+const BUILD_CHUNK: usize = 2_048;
+
+pub(crate) type Graph = Hnsw<'static, f32, UnitDot>;
+
+/// The live vectors of a set at one moment, for an off-lock graph build.
+pub(crate) struct Snapshot {
+    epoch: u64,
+    len: usize,
+    items: Vec<(Vec<f32>, usize)>,
+}
 
 /// Slot-addressed unit vectors with tombstones and an optional graph.
 pub(crate) struct VectorSet {
@@ -29,9 +46,14 @@ pub(crate) struct VectorSet {
     ids: Vec<Uuid>,
     alive: Vec<bool>,
     slot_of: HashMap<Uuid, usize>,
-    graph: Option<Hnsw<'static, f32, UnitDot>>,
+    graph: Option<Graph>,
     /// Slots below this are in the graph (all of them after `maintain`).
     indexed: usize,
+    /// Set when the set is large enough for a graph that is not built yet.
+    wants_graph: bool,
+    /// Bumped by compaction, which renumbers slots: a snapshot of another
+    /// epoch cannot be installed.
+    epoch: u64,
 }
 
 impl VectorSet {
@@ -44,6 +66,8 @@ impl VectorSet {
             slot_of: HashMap::new(),
             graph: None,
             indexed: 0,
+            wants_graph: false,
+            epoch: 0,
         }
     }
 
@@ -58,6 +82,7 @@ impl VectorSet {
     }
 
     /// The live vector of `uuid`, if any.
+    #[cfg(test)]
     pub(crate) fn get(&self, uuid: &Uuid) -> Option<&[f32]> {
         self.slot_of.get(uuid).map(|&slot| self.vector(slot))
     }
@@ -91,44 +116,80 @@ impl VectorSet {
     }
 
     /// Brings the set to its invariant after a batch of `put`/`remove`:
-    /// compacted if mostly tombstones, graph present iff large enough (with
-    /// hysteresis), and every slot in the graph.
-    pub(crate) fn maintain(&mut self, brute_force_below: usize, params: &HnswParams) {
+    /// compacted if mostly tombstones, an existing graph extended with the
+    /// new slots (or dropped below half the threshold, hysteresis). Returns
+    /// true when the set newly wants a graph built (see [`Self::snapshot`]).
+    pub(crate) fn maintain(&mut self, brute_force_below: usize) -> bool {
         let dead = self.ids.len() - self.live();
         if dead >= MIN_DEAD_TO_COMPACT && dead > self.live() {
             self.compact();
         }
-        let wants_graph = if self.graph.is_some() {
+        let large = if self.graph.is_some() {
             self.live() >= brute_force_below / 2
         } else {
             self.live() >= brute_force_below
         };
-        if !wants_graph {
+        if !large {
             self.graph = None;
             self.indexed = 0;
-            return;
+            self.wants_graph = false;
+            return false;
         }
-        let graph = self.graph.get_or_insert_with(|| {
-            Hnsw::new(
-                params.max_connections,
-                (self.live() * 2).max(1024),
-                MAX_LAYERS,
-                params.ef_construction,
-                UnitDot,
-            )
-        });
+        if self.graph.is_some() {
+            self.extend_graph();
+            return false;
+        }
+        let newly = !self.wants_graph;
+        self.wants_graph = true;
+        newly
+    }
+
+    /// Whether the set waits for a graph.
+    pub(crate) fn wants_graph(&self) -> bool {
+        self.wants_graph
+    }
+
+    /// A copy of the live vectors to build a graph from, if one is wanted.
+    pub(crate) fn snapshot(&self) -> Option<Snapshot> {
+        if !self.wants_graph || self.graph.is_some() {
+            return None;
+        }
+        let items = (0..self.ids.len())
+            .filter(|&slot| self.alive[slot])
+            .map(|slot| (self.vector(slot).to_vec(), slot))
+            .collect();
+        Some(Snapshot {
+            epoch: self.epoch,
+            len: self.ids.len(),
+            items,
+        })
+    }
+
+    /// Installs a graph built from `snapshot` and adds the slots appended
+    /// since. Refused (false) if the set was compacted or no longer wants a
+    /// graph; the caller takes a new snapshot if [`Self::wants_graph`].
+    pub(crate) fn install(&mut self, snapshot: &Snapshot, graph: Graph) -> bool {
+        if snapshot.epoch != self.epoch || !self.wants_graph || self.graph.is_some() {
+            return false;
+        }
+        self.graph = Some(graph);
+        self.indexed = snapshot.len;
+        self.wants_graph = false;
+        self.extend_graph();
+        true
+    }
+
+    /// Inserts the slots past `indexed` into the graph.
+    fn extend_graph(&mut self) {
+        let Some(graph) = &self.graph else {
+            return;
+        };
         let dimension = self.dimension;
         let batch: Vec<(&[f32], usize)> = (self.indexed..self.ids.len())
             .filter(|&slot| self.alive[slot])
             .map(|slot| (&self.data[slot * dimension..(slot + 1) * dimension], slot))
             .collect();
-        if batch.len() >= PARALLEL_INSERT_MIN {
-            graph.parallel_insert_slice(&batch);
-        } else {
-            for item in batch {
-                graph.insert_slice(item);
-            }
-        }
+        insert(graph, &batch);
         self.indexed = self.ids.len();
     }
 
@@ -141,12 +202,17 @@ impl VectorSet {
             data.extend_from_slice(self.vector(slot));
             ids.push(self.ids[slot]);
         }
-        self.slot_of = ids.iter().enumerate().map(|(slot, id)| (*id, slot)).collect();
+        self.slot_of = ids
+            .iter()
+            .enumerate()
+            .map(|(slot, id)| (*id, slot))
+            .collect();
         self.alive = vec![true; ids.len()];
         self.data = data;
         self.ids = ids;
         self.graph = None;
         self.indexed = 0;
+        self.epoch += 1;
     }
 
     /// The `limit` live vectors most similar to the unit vector `query`,
@@ -184,7 +250,7 @@ impl VectorSet {
     /// tombstones never crowd live vectors out of the answer.
     fn approximate(
         &self,
-        graph: &Hnsw<'static, f32, UnitDot>,
+        graph: &Graph,
         query: &[f32],
         limit: usize,
         ef_search: usize,
@@ -209,8 +275,49 @@ impl VectorSet {
 
     /// Bytes held by the vectors (the graph keeps its own copy on top).
     pub(crate) fn vector_bytes(&self) -> usize {
-        let graph_copy = if self.graph.is_some() { self.data.len() } else { 0 };
+        let graph_copy = if self.graph.is_some() {
+            self.data.len()
+        } else {
+            0
+        };
         (self.data.len() + graph_copy) * size_of::<f32>()
+    }
+}
+
+/// Builds a graph over `snapshot` without any lock; `None` if `cancel` was
+/// raised meanwhile (the index is closing).
+pub(crate) fn build_graph(
+    snapshot: &Snapshot,
+    params: &HnswParams,
+    cancel: &AtomicBool,
+) -> Option<Graph> {
+    let graph = Hnsw::new(
+        params.max_connections,
+        (snapshot.items.len() * 2).max(1024),
+        MAX_LAYERS,
+        params.ef_construction,
+        UnitDot,
+    );
+    for chunk in snapshot.items.chunks(BUILD_CHUNK) {
+        if cancel.load(AtomicOrdering::Relaxed) {
+            return None;
+        }
+        let batch: Vec<(&[f32], usize)> = chunk
+            .iter()
+            .map(|(v, slot)| (v.as_slice(), *slot))
+            .collect();
+        insert(&graph, &batch);
+    }
+    Some(graph)
+}
+
+fn insert(graph: &Graph, batch: &[(&[f32], usize)]) {
+    if batch.len() >= PARALLEL_INSERT_MIN {
+        graph.parallel_insert_slice(&batch.to_vec());
+    } else {
+        for item in batch {
+            graph.insert_slice(*item);
+        }
     }
 }
 
@@ -263,7 +370,7 @@ mod tests {
         set.put(id(1), &unit(&[1.0, 0.0]));
         set.put(id(2), &unit(&[1.0, 1.0]));
         set.put(id(3), &unit(&[0.0, 1.0]));
-        set.maintain(100, &HnswParams::default());
+        set.maintain(100);
         let hits = set.search(&unit(&[1.0, 0.1]), 2, 10);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [id(1), id(2)]);
         assert!(hits[0].1 > hits[1].1);
@@ -275,41 +382,92 @@ mod tests {
         set.put(id(1), &unit(&[1.0, 0.0]));
         set.put(id(2), &unit(&[0.0, 1.0]));
         set.put(id(1), &unit(&[-1.0, 0.0]));
-        set.maintain(100, &HnswParams::default());
+        set.maintain(100);
         let hits = set.search(&unit(&[1.0, 0.0]), 10, 10);
         assert_eq!(hits.len(), 2);
         let score_of_1 = hits.iter().find(|h| h.0 == id(1)).map(|h| h.1);
         assert!(score_of_1.is_some_and(|s| s < -0.99), "{hits:?}");
     }
 
+    /// Builds the wanted graph inline, as the background builder does.
+    fn build_now(set: &mut VectorSet) {
+        let snapshot = set.snapshot().expect("set wants a graph");
+        let graph = build_graph(&snapshot, &HnswParams::default(), &AtomicBool::new(false))
+            .expect("not cancelled");
+        assert!(set.install(&snapshot, graph));
+    }
+
     #[test]
-    fn graph_appears_above_threshold_and_survives_compaction() {
-        let params = HnswParams::default();
+    fn graph_is_wanted_above_threshold_and_rebuilt_after_compaction() {
         let mut set = VectorSet::new(3);
         let vector = |i: u128| unit(&[(i as f32).sin(), (i as f32).cos(), 0.5]);
         for i in 0..200 {
             set.put(id(i), &vector(i));
         }
-        set.maintain(100, &params);
-        assert!(set.has_graph());
-        // Replace every vector twice: tombstones outnumber live slots.
+        assert!(set.maintain(100), "newly wants a graph");
+        assert!(!set.maintain(100), "already wanted");
+        assert!(!set.has_graph());
+        assert_eq!(set.search(&vector(7), 1, 50)[0].0, id(7), "exact meanwhile");
+        build_now(&mut set);
+        assert!(set.has_graph() && !set.wants_graph());
+        // Replace every vector twice: tombstones outnumber live slots, the
+        // compaction renumbers slots and drops the graph.
         for round in 1..=2 {
             for i in 0..200 {
                 set.put(id(i), &vector(i + round * 1000));
             }
         }
-        set.maintain(100, &params);
-        assert!(set.has_graph());
+        assert!(set.maintain(100));
         assert_eq!(set.ids.len(), 200, "compacted");
+        build_now(&mut set);
         let hits = set.search(&vector(2000 + 7), 1, 50);
         assert_eq!(hits[0].0, id(7));
         // Shrinking below half the threshold falls back to exact scans.
         for i in 0..160 {
             set.remove(&id(i));
         }
-        set.maintain(100, &params);
-        assert!(!set.has_graph());
+        assert!(!set.maintain(100));
+        assert!(!set.has_graph() && !set.wants_graph());
         assert_eq!(set.search(&vector(2000 + 170), 1, 50)[0].0, id(170));
+    }
+
+    #[test]
+    fn install_adds_slots_appended_after_the_snapshot_and_refuses_stale_epochs() {
+        let mut set = VectorSet::new(3);
+        let vector = |i: u128| unit(&[(i as f32).sin(), (i as f32).cos(), 0.5]);
+        for i in 0..150 {
+            set.put(id(i), &vector(i));
+        }
+        set.maintain(100);
+        let snapshot = set.snapshot().expect("wanted");
+        set.put(id(500), &vector(500));
+        set.maintain(100);
+        let graph = build_graph(&snapshot, &HnswParams::default(), &AtomicBool::new(false));
+        assert!(set.install(&snapshot, graph.expect("built")));
+        assert_eq!(set.search(&vector(500), 1, 50)[0].0, id(500));
+        // A snapshot taken before a compaction cannot be installed.
+        let mut set = VectorSet::new(3);
+        for i in 0..150 {
+            set.put(id(i), &vector(i));
+        }
+        set.maintain(100);
+        let stale = set.snapshot().expect("wanted");
+        for round in 1..=2 {
+            for i in 0..150 {
+                set.put(id(i), &vector(i + round * 1000));
+            }
+        }
+        set.maintain(100);
+        assert_eq!(set.ids.len(), 150, "compacted");
+        let graph = build_graph(&stale, &HnswParams::default(), &AtomicBool::new(false));
+        assert!(!set.install(&stale, graph.expect("built")));
+        assert!(set.wants_graph());
+        let cancelled = build_graph(
+            &set.snapshot().expect("wanted"),
+            &HnswParams::default(),
+            &AtomicBool::new(true),
+        );
+        assert!(cancelled.is_none());
     }
 
     #[test]
