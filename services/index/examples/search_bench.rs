@@ -3,7 +3,9 @@
 //! corpora spread over 100 groups, then exact-versus-HNSW figures for one
 //! large sub-index (the basis of `brute_force_below`). Environment:
 //! `SKIP_THRESHOLD`, `SIZES=1000,20000` (sub-index sizes), `RANK` (0 for
-//! uniformly random vectors), `M`, `EF_C`, `EF_S`.
+//! uniformly random vectors), `M`, `EF_C`, `EF_S`, `CHURN=10` (percent of
+//! the corpus upserted again with changed text before timing, leaving
+//! deleted documents in the segments as a live projection does).
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -49,6 +51,27 @@ fn corpus_figures(documents: usize) -> Result<(), IndexError> {
     })?;
     let index = SearchIndex::open(dir.path(), DIMENSION)?;
     let build = bench::build(&index, corpus.docs.clone(), 300)?;
+    let churn = env_usize("CHURN", 0).min(100);
+    if churn > 0 {
+        let changed: Vec<IndexDoc> = corpus
+            .docs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 100 < churn)
+            .map(|(_, d)| IndexDoc {
+                text: d
+                    .text
+                    .split(' ')
+                    .rev()
+                    .skip(1)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                ..d.clone()
+            })
+            .collect();
+        println!("docs {documents}: churn {} upserts", changed.len());
+        bench::build(&index, changed, 300)?;
+    }
     let text_queries = bench::text_queries(&corpus, 2_000, 9);
     let vector_queries = bench::vector_queries(&corpus, DIMENSION, 2_000, 9);
     let kinds = [DocKind::Fact, DocKind::Entity];
@@ -86,12 +109,7 @@ fn corpus_figures(documents: usize) -> Result<(), IndexError> {
 /// HNSW build cost and recall.
 fn threshold_figures() -> Result<(), IndexError> {
     let group = GroupId::new("big").expect("valid group");
-    let env = |name: &str, default: usize| {
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
+    let env = env_usize;
     // RANK=0: uniformly random vectors; otherwise low-rank ones.
     let rank = env("RANK", 16);
     let default = chronicle_index::HnswParams::default();
@@ -167,4 +185,12 @@ fn threshold_figures() -> Result<(), IndexError> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// A numeric environment setting, `default` when unset or unparsable.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

@@ -289,8 +289,12 @@ impl SearchIndex {
     }
 
     /// BM25 over `group`'s documents of `kinds` (every kind when empty),
-    /// best first. `query` is free text: every input is valid, and text
-    /// without any word matches nothing.
+    /// best first, equal scores by uuid then kind. `query` is free text:
+    /// every input is valid, and text without any word matches nothing.
+    ///
+    /// Scores depend only on the searchable documents, not on how they got
+    /// there (deleted versions, segment layout), so an index rebuilt by
+    /// replay ranks exactly like the live one.
     pub fn text_search(
         &self,
         group: &GroupId,
@@ -302,8 +306,11 @@ impl SearchIndex {
     }
 
     /// `group`'s documents of `kinds` (every kind when empty) whose vectors
-    /// are most similar to `vector`, best first; the score is the cosine
-    /// similarity.
+    /// are most similar to `vector`, best first, equal scores by uuid then
+    /// kind; the score is the cosine similarity. Exact (and so the same for
+    /// the same documents) below [`IndexOptions::brute_force_below`] vectors
+    /// per group and kind; approximate above, where the HNSW graph depends
+    /// on insertion history.
     pub fn vector_search(
         &self,
         group: &GroupId,
@@ -320,6 +327,12 @@ impl SearchIndex {
         let query = normalized(vector).ok_or(IndexError::InvalidQueryVector)?;
         self.vectors
             .search(group, kinds_or_all(kinds), &query, limit)
+    }
+
+    /// Deleted documents still held by the searched segments.
+    #[cfg(test)]
+    pub(crate) fn deleted_documents(&self) -> u64 {
+        self.text.deleted_documents()
     }
 
     /// Sizes as of the last commit (disk usage as of now).

@@ -758,3 +758,235 @@ fn dropping_during_a_graph_build_is_harmless() {
         id(123)
     );
 }
+
+/// The final documents of [`history_matches_a_single_insert`]: ties in
+/// text and in vectors, two groups, three kinds, one uuid in two kinds.
+fn final_docs() -> Vec<IndexDoc> {
+    const TEXTS: [&str; 6] = [
+        "alice works at acme in berlin",
+        "bob moved to lisbon and works remotely",
+        "acme acme acme builds anvils",
+        "the quarterly report mentions acme and lisbon",
+        "carol hikes in the mountains near berlin every weekend with friends",
+        "acme",
+    ];
+    let vectors = [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.6, 0.8, 0.0, 0.0],
+        [0.0, 1.0, 0.0, 0.0],
+        [0.3, 0.3, 0.3, 0.3],
+    ];
+    let mut docs = Vec::new();
+    for n in 0..48u128 {
+        let kind = if n % 3 == 0 {
+            DocKind::Entity
+        } else {
+            DocKind::Fact
+        };
+        let g = if n % 4 == 3 { "h" } else { "g" };
+        let vector = (n % 5 != 0).then(|| vectors[(n % 4) as usize]);
+        // Uuids scattered so that uuid order is not insertion order.
+        let uuid = (n * 7_919) % 97 + 1;
+        docs.push(doc(kind, uuid, g, TEXTS[(n % 6) as usize], vector));
+    }
+    // The same uuid as another document, of another kind, same text.
+    let twin = docs[1].clone();
+    docs.push(IndexDoc {
+        kind: DocKind::Community,
+        ..twin
+    });
+    docs
+}
+
+fn hits_of(index: &SearchIndex) -> Vec<Vec<Hit>> {
+    let mut out = Vec::new();
+    for g in ["g", "h"] {
+        for query in [
+            "acme",
+            "works at acme",
+            "lisbon berlin",
+            "mountains",
+            "report acme anvils lisbon",
+        ] {
+            for limit in [1, 3, 5, 50] {
+                out.push(index.text_search(&group(g), &[], query, limit).unwrap());
+                out.push(
+                    index
+                        .text_search(&group(g), &[DocKind::Fact], query, limit)
+                        .unwrap(),
+                );
+            }
+        }
+        for v in [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.2, 0.2, 0.3, 0.3],
+        ] {
+            for limit in [1, 3, 50] {
+                out.push(index.vector_search(&group(g), &[], &v, limit).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Bitwise view of hits, so that scores compare exactly.
+fn exact(hits: &[Vec<Hit>]) -> Vec<Vec<(DocKind, Uuid, u32)>> {
+    hits.iter()
+        .map(|hits| {
+            hits.iter()
+                .map(|h| (h.kind, h.uuid, h.score.to_bits()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The promise behind rebuild by replay: the same live documents rank the
+/// same (ids, order, exact scores) whatever history produced them: deleted
+/// versions still in tantivy's segments, other segment layouts, other
+/// insertion orders.
+#[test]
+fn history_matches_a_single_insert() {
+    let docs = final_docs();
+    let once_dir = tempfile::tempdir().unwrap();
+    let once = open(once_dir.path());
+    once.upsert(docs.clone()).unwrap();
+    once.commit(&cp(1)).unwrap();
+
+    let lived_dir = tempfile::tempdir().unwrap();
+    let lived = open(lived_dir.path());
+    let mut offset = 0;
+    let mut commit = |index: &SearchIndex| {
+        offset += 1;
+        index.commit(&cp(offset)).unwrap();
+    };
+    let version = |d: &IndexDoc, text: String, vector: Option<Vec<f32>>| IndexDoc {
+        text,
+        vector,
+        ..d.clone()
+    };
+    // Earlier versions of everything: other texts (longer, sharing the query
+    // words) and vectors, in reverse order, a commit every few documents.
+    for (i, d) in docs.iter().rev().enumerate() {
+        let text = format!("{} acme lisbon draft {i} with many more words", d.text);
+        lived
+            .upsert(vec![version(d, text, Some(vec![0.1, 0.2, 0.3, i as f32]))])
+            .unwrap();
+        if i % 7 == 0 {
+            commit(&lived);
+        }
+    }
+    commit(&lived);
+    // Even documents reach their final version early and mostly stay: their
+    // segment keeps live documents next to the deleted ones below.
+    let (even, odd): (Vec<_>, Vec<_>) = docs
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(i, _)| i % 2 == 0);
+    let even: Vec<IndexDoc> = even.into_iter().map(|(_, d)| d).collect();
+    let odd: Vec<IndexDoc> = odd.into_iter().map(|(_, d)| d).collect();
+    lived.upsert(even.clone()).unwrap();
+    commit(&lived);
+    // Documents that end up deleted, next to live ones in their segment.
+    let doomed: Vec<IndexDoc> = (0..20u128)
+        .map(|n| {
+            doc(
+                DocKind::Fact,
+                500 + n,
+                "g",
+                "acme berlin acme lisbon",
+                Some([1.0; DIM]),
+            )
+        })
+        .collect();
+    lived.upsert(doomed.clone()).unwrap();
+    lived.upsert(odd[..4].to_vec()).unwrap();
+    commit(&lived);
+    for round in 0..3 {
+        let batch: Vec<IndexDoc> = odd
+            .iter()
+            .skip(4)
+            .map(|d| version(d, format!("{} round {round} mountains acme", d.text), None))
+            .collect();
+        lived.upsert(batch).unwrap();
+        commit(&lived);
+    }
+    for d in &doomed {
+        lived.delete(d.kind, d.uuid).unwrap();
+    }
+    for d in even.iter().step_by(3) {
+        lived.delete(d.kind, d.uuid).unwrap();
+    }
+    commit(&lived);
+    // The rest of the final versions, in another order, over two commits.
+    lived
+        .upsert(odd[4..].iter().rev().cloned().collect())
+        .unwrap();
+    commit(&lived);
+    lived
+        .upsert(even.iter().step_by(3).cloned().collect())
+        .unwrap();
+    commit(&lived);
+    assert!(
+        lived.deleted_documents() > 0,
+        "the history must leave deleted documents in live segments"
+    );
+
+    let expected = exact(&hits_of(&once));
+    assert!(expected.iter().filter(|h| h.len() > 1).count() > 20);
+    let same = |index: &SearchIndex, when: &str| {
+        for (i, (got, want)) in exact(&hits_of(index)).iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "search {i} {when}");
+        }
+    };
+    same(&lived, "after the history");
+    // Reopening (vectors reloaded, segments as merged by now) changes nothing.
+    drop(lived);
+    same(&open(lived_dir.path()), "after reopening");
+}
+
+/// Equal scores rank by uuid, then kind, in both channels, and the cut
+/// keeps the smallest uuids whatever the insertion order or segment.
+#[test]
+fn ties_rank_by_uuid() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    let v = [0.0, 0.0, 1.0, 0.0];
+    for batch in [[9u128, 4, 7], [2, 8, 5], [6, 3, 1]] {
+        index
+            .upsert(
+                batch
+                    .iter()
+                    .map(|n| doc(DocKind::Fact, *n, "g", "same words", Some(v)))
+                    .collect(),
+            )
+            .unwrap();
+        index.commit(&cp(batch[0] as u64)).unwrap();
+    }
+    index
+        .upsert(vec![doc(DocKind::Entity, 2, "g", "same words", Some(v))])
+        .unwrap();
+    index.commit(&cp(20)).unwrap();
+    let g = group("g");
+    let text = index.text_search(&g, &[], "words", 4).unwrap();
+    let near = index.vector_search(&g, &[], &v, 4).unwrap();
+    for hits in [&text, &near] {
+        assert_eq!(
+            hits.iter().map(|h| (h.uuid, h.kind)).collect::<Vec<_>>(),
+            [
+                (id(1), DocKind::Fact),
+                (id(2), DocKind::Fact),
+                (id(2), DocKind::Entity),
+                (id(3), DocKind::Fact),
+            ],
+            "{hits:?}"
+        );
+        assert!(hits.iter().all(|h| h.score == hits[0].score), "{hits:?}");
+    }
+    // A single kind's cut too.
+    let facts = index.text_search(&g, &[DocKind::Fact], "same", 2).unwrap();
+    assert_eq!(ids(&facts), [id(1), id(2)]);
+    let facts = index.vector_search(&g, &[DocKind::Fact], &v, 2).unwrap();
+    assert_eq!(ids(&facts), [id(1), id(2)]);
+}

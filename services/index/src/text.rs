@@ -2,21 +2,28 @@
 //! and kind filtered inside the query, and the vectors stored alongside so
 //! one commit makes text, vectors and checkpoint durable together.
 
-use std::collections::HashSet;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fs;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chronicle_model::GroupId;
-use tantivy::collector::{Count, TopDocs};
+use tantivy::collector::{Collector, Count, SegmentCollector};
 use tantivy::columnar::Column;
-use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery};
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::index::SegmentId;
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, Weight,
+};
 use tantivy::schema::{
     BytesOptions, FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema,
     TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, SegmentReader, TantivyDocument, Term,
+    DocId, Index, IndexReader, IndexWriter, Opstamp, ReloadPolicy, Score, Searcher, SegmentReader,
+    TantivyDocument, Term,
 };
 use uuid::Uuid;
 
@@ -26,6 +33,11 @@ use crate::{DocKind, Hit, IndexDoc, IndexError, IndexOptions};
 /// question, and a bound on the cost of a pasted document.
 pub(crate) const MAX_QUERY_TERMS: usize = 64;
 
+/// Fast fields that identify a document, also the tie-breakers of ranking.
+const KIND: &str = "kind";
+const ID_HI: &str = "id_hi";
+const ID_LO: &str = "id_lo";
+
 /// The tantivy side of the index; the writer is owned by the caller.
 pub(crate) struct TextIndex {
     index: Index,
@@ -33,7 +45,40 @@ pub(crate) struct TextIndex {
     fields: Fields,
     /// The text field's analyzer, cloned per query (it needs `&mut`).
     analyzer: TextAnalyzer,
+    /// The searcher of the last reload with its statistics, replaced whole,
+    /// so a search never pairs one commit's documents with another's
+    /// statistics.
+    current: RwLock<Arc<Generation>>,
+    /// Live text tokens per segment state, so that a reload only sums the
+    /// segments that are new or have lost documents since the last one.
+    segment_tokens: Mutex<HashMap<(SegmentId, Option<Opstamp>), u64>>,
 }
+
+/// One reload's searcher and the BM25 statistics of its live documents.
+///
+/// tantivy's own statistics count deleted documents until a merge purges
+/// them, and a merge that purges some estimates token counts, so the same
+/// documents would score differently after a different history (a live index
+/// rewritten by many upserts versus one rebuilt by replay). These depend on
+/// the live documents only.
+struct Generation {
+    searcher: Searcher,
+    text: Field,
+    /// Live documents, every group and kind.
+    docs: u64,
+    /// Live tokens of the text field, summed from fieldnorms in every segment
+    /// (the only per-document length tantivy keeps, so the one measure that
+    /// is the same whatever the segments).
+    text_tokens: u64,
+    /// Whether any segment holds deleted documents: then a term's live
+    /// document frequency is counted over its postings, and remembered here
+    /// (common terms would otherwise cost a scan of most documents per query).
+    has_deletes: bool,
+    doc_freqs: Mutex<HashMap<Term, u64>>,
+}
+
+/// Bound on the terms whose live document frequency a generation remembers.
+const CACHED_DOC_FREQS: usize = 16_384;
 
 #[derive(Clone, Copy)]
 struct Fields {
@@ -54,9 +99,9 @@ struct Fields {
 fn schema() -> Schema {
     let mut builder = Schema::builder();
     builder.add_bytes_field("key", BytesOptions::default().set_indexed().set_stored());
-    builder.add_u64_field("kind", INDEXED | FAST);
-    builder.add_u64_field("id_hi", FAST);
-    builder.add_u64_field("id_lo", FAST);
+    builder.add_u64_field(KIND, INDEXED | FAST);
+    builder.add_u64_field(ID_HI, FAST);
+    builder.add_u64_field(ID_LO, FAST);
     builder.add_text_field("scope", STRING);
     builder.add_text_field("group", STORED);
     let text = TextFieldIndexing::default()
@@ -76,9 +121,9 @@ impl Fields {
         };
         Ok(Fields {
             key: field("key")?,
-            kind: field("kind")?,
-            id_hi: field("id_hi")?,
-            id_lo: field("id_lo")?,
+            kind: field(KIND)?,
+            id_hi: field(ID_HI)?,
+            id_lo: field(ID_LO)?,
             scope: field("scope")?,
             group: field("group")?,
             text: field("text")?,
@@ -111,12 +156,16 @@ impl TextIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         let analyzer = index.tokenizer_for_field(fields.text)?;
+        let mut segment_tokens = HashMap::new();
+        let current = Generation::new(reader.searcher(), fields.text, &mut segment_tokens)?;
         Ok((
             TextIndex {
                 index,
                 reader,
                 fields,
                 analyzer,
+                current: RwLock::new(Arc::new(current)),
+                segment_tokens: Mutex::new(segment_tokens),
             },
             writer,
         ))
@@ -127,9 +176,21 @@ impl TextIndex {
         Ok(self.index.load_metas()?.payload)
     }
 
-    /// Makes the last commit visible to searches.
+    /// Makes the last commit visible to searches, with its statistics.
     pub(crate) fn reload(&self) -> Result<(), IndexError> {
-        Ok(self.reader.reload()?)
+        self.reader.reload()?;
+        let mut tokens = self
+            .segment_tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let next = Generation::new(self.reader.searcher(), self.fields.text, &mut tokens)?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+        Ok(())
+    }
+
+    /// The searcher of the last reload, with its statistics.
+    fn generation(&self) -> Arc<Generation> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The term that names one document, for replacement and deletion.
@@ -176,29 +237,12 @@ impl TextIndex {
         // A zero constant score: the filter restricts, only the text ranks.
         let filter = ConstScoreQuery::new(any_of(scopes, IndexRecordOption::Basic), 0.0);
         let query = BooleanQuery::new(vec![(Occur::Must, text), (Occur::Must, Box::new(filter))]);
-        let searcher = self.reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
-        let mut columns: Vec<Option<IdColumns>> = Vec::new();
-        columns.resize_with(searcher.segment_readers().len(), || None);
-        top.into_iter()
-            .map(
-                |(
-                    score,
-                    DocAddress {
-                        segment_ord,
-                        doc_id,
-                    },
-                )| {
-                    let slot = &mut columns[segment_ord as usize];
-                    let cols = match slot {
-                        Some(cols) => cols,
-                        None => slot.insert(IdColumns::of(searcher.segment_reader(segment_ord))?),
-                    };
-                    let (kind, uuid) = cols.identify(doc_id)?;
-                    Ok(Hit { kind, uuid, score })
-                },
-            )
-            .collect()
+        let generation = self.generation();
+        let top = generation
+            .searcher
+            .search_with_statistics_provider(&query, &TopHits { limit }, generation.as_ref())?
+            .map_err(|MissingIds| IndexError::Corrupt("hit without id fast fields"))?;
+        Ok(top.into_iter().map(Ranked::into_hit).collect())
     }
 
     /// The distinct analyzed terms of free text: there is no syntax, so no
@@ -221,7 +265,19 @@ impl TextIndex {
     pub(crate) fn count(&self, kind: DocKind) -> Result<u64, IndexError> {
         let term = Term::from_field_u64(self.fields.kind, u64::from(kind.code()));
         let query = TermQuery::new(term, IndexRecordOption::Basic);
-        Ok(self.reader.searcher().search(&query, &Count)? as u64)
+        Ok(self.generation().searcher.search(&query, &Count)? as u64)
+    }
+
+    /// Deleted documents still held by the searched segments.
+    #[cfg(test)]
+    pub(crate) fn deleted_documents(&self) -> u64 {
+        let generation = self.generation();
+        generation
+            .searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| u64::from(segment.num_deleted_docs()))
+            .sum()
     }
 
     /// Calls `f` with every committed document that has a vector.
@@ -229,8 +285,8 @@ impl TextIndex {
         &self,
         mut f: impl FnMut(DocKind, Uuid, GroupId, Vec<f32>),
     ) -> Result<(), IndexError> {
-        let searcher = self.reader.searcher();
-        for segment in searcher.segment_readers() {
+        let generation = self.generation();
+        for segment in generation.searcher.segment_readers() {
             let store = segment
                 .get_store_reader(1)
                 .map_err(tantivy::TantivyError::from)?;
@@ -308,6 +364,34 @@ fn split(uuid: Uuid) -> (u64, u64) {
     ((n >> 64) as u64, n as u64)
 }
 
+/// Collects the top `limit` live hits in [`Ranked`] order: a total order on
+/// live documents, so the cut does not depend on segments or doc ids, as
+/// tantivy's `TopDocs` (ties by doc address) would.
+struct TopHits {
+    limit: usize,
+}
+
+/// A hit as ranked: best score first, equal scores by uuid then kind
+/// (ascending). `Ord` puts the better hit first (less is better).
+#[derive(Clone, Copy, Debug)]
+struct Ranked {
+    score: Score,
+    uuid: Uuid,
+    kind: DocKind,
+}
+
+/// A matching document without the id fast fields: a corrupt index.
+#[derive(Debug)]
+struct MissingIds;
+
+struct TopHitsSegment {
+    limit: usize,
+    ids: IdColumns,
+    /// The best hits so far; the top of the heap is the worst kept.
+    top: BinaryHeap<Ranked>,
+    missing_ids: bool,
+}
+
 /// Fast-field columns that identify a hit without touching the doc store.
 struct IdColumns {
     kind: Column<u64>,
@@ -315,25 +399,284 @@ struct IdColumns {
     lo: Column<u64>,
 }
 
-impl IdColumns {
-    fn of(segment: &SegmentReader) -> Result<IdColumns, IndexError> {
+impl Ranked {
+    fn into_hit(self) -> Hit {
+        Hit {
+            kind: self.kind,
+            uuid: self.uuid,
+            score: self.score,
+        }
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.uuid.cmp(&other.uuid))
+            .then_with(|| self.kind.cmp(&other.kind))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+impl Collector for TopHits {
+    type Fruit = Result<Vec<Ranked>, MissingIds>;
+    type Child = TopHitsSegment;
+
+    fn for_segment(&self, _: u32, segment: &SegmentReader) -> tantivy::Result<TopHitsSegment> {
         let fast = segment.fast_fields();
-        Ok(IdColumns {
-            kind: fast.u64("kind")?,
-            hi: fast.u64("id_hi")?,
-            lo: fast.u64("id_lo")?,
+        Ok(TopHitsSegment {
+            limit: self.limit,
+            ids: IdColumns {
+                kind: fast.u64(KIND)?,
+                hi: fast.u64(ID_HI)?,
+                lo: fast.u64(ID_LO)?,
+            },
+            top: BinaryHeap::with_capacity(self.limit + 1),
+            missing_ids: false,
         })
     }
 
-    fn identify(&self, doc: u32) -> Result<(DocKind, Uuid), IndexError> {
-        let missing = IndexError::Corrupt("hit without id fast fields");
-        let kind = self.kind.first(doc).and_then(DocKind::from_code);
-        match (kind, self.hi.first(doc), self.lo.first(doc)) {
-            (Some(kind), Some(hi), Some(lo)) => Ok((
-                kind,
-                Uuid::from_u128((u128::from(hi) << 64) | u128::from(lo)),
-            )),
-            _ => Err(missing),
+    fn requires_scoring(&self) -> bool {
+        true
+    }
+
+    fn merge_fruits(
+        &self,
+        segments: Vec<Result<Vec<Ranked>, MissingIds>>,
+    ) -> tantivy::Result<Self::Fruit> {
+        let mut all = Vec::new();
+        for segment in segments {
+            match segment {
+                Ok(hits) => all.extend(hits),
+                Err(missing) => return Ok(Err(missing)),
+            }
         }
+        all.sort_unstable();
+        all.truncate(self.limit);
+        Ok(Ok(all))
+    }
+
+    /// Lets the scorer skip documents below the worst kept score, but not
+    /// those equal to it: a tie at the cut is decided by uuid.
+    fn collect_segment(
+        &self,
+        weight: &dyn Weight,
+        segment_ord: u32,
+        reader: &SegmentReader,
+    ) -> tantivy::Result<Self::Fruit> {
+        let mut segment = self.for_segment(segment_ord, reader)?;
+        let alive = reader.alive_bitset();
+        weight.for_each_pruning(Score::NEG_INFINITY, reader, &mut |doc, score| {
+            if alive.is_none_or(|alive| alive.is_alive(doc)) {
+                segment.collect(doc, score);
+            }
+            segment.threshold()
+        })?;
+        Ok(segment.harvest())
+    }
+}
+
+impl TopHitsSegment {
+    /// Scores a document must exceed to be offered.
+    fn threshold(&self) -> Score {
+        match self.top.peek() {
+            Some(worst) if self.top.len() >= self.limit => worst.score.next_down(),
+            _ => Score::NEG_INFINITY,
+        }
+    }
+
+    fn rank(&mut self, doc: DocId, score: Score) -> Option<Ranked> {
+        let kind = self.ids.kind.first(doc).and_then(DocKind::from_code);
+        let ranked = match (kind, self.ids.hi.first(doc), self.ids.lo.first(doc)) {
+            (Some(kind), Some(hi), Some(lo)) => Some(Ranked {
+                score,
+                uuid: Uuid::from_u128((u128::from(hi) << 64) | u128::from(lo)),
+                kind,
+            }),
+            _ => None,
+        };
+        self.missing_ids |= ranked.is_none();
+        ranked
+    }
+}
+
+impl SegmentCollector for TopHitsSegment {
+    type Fruit = Result<Vec<Ranked>, MissingIds>;
+
+    fn collect(&mut self, doc: DocId, score: Score) {
+        if self.limit == 0 {
+            return;
+        }
+        if self.top.len() >= self.limit
+            && self
+                .top
+                .peek()
+                .is_some_and(|worst| score.total_cmp(&worst.score) == Ordering::Less)
+        {
+            return;
+        }
+        let Some(ranked) = self.rank(doc, score) else {
+            return;
+        };
+        if self.top.len() < self.limit {
+            self.top.push(ranked);
+        } else if let Some(mut worst) = self.top.peek_mut()
+            && ranked < *worst
+        {
+            *worst = ranked;
+        }
+    }
+
+    fn harvest(self) -> Self::Fruit {
+        if self.missing_ids {
+            return Err(MissingIds);
+        }
+        Ok(self.top.into_vec())
+    }
+}
+
+impl Generation {
+    /// Statistics of `searcher`'s live documents; `segment_tokens` caches
+    /// per-segment sums across reloads and is pruned to this searcher's.
+    fn new(
+        searcher: Searcher,
+        text: Field,
+        segment_tokens: &mut HashMap<(SegmentId, Option<Opstamp>), u64>,
+    ) -> Result<Generation, IndexError> {
+        let mut fresh = HashMap::with_capacity(searcher.segment_readers().len());
+        let mut text_tokens = 0;
+        for segment in searcher.segment_readers() {
+            let key = (segment.segment_id(), segment.delete_opstamp());
+            let tokens = match segment_tokens.get(&key) {
+                Some(tokens) => *tokens,
+                None => live_tokens(segment, text)?,
+            };
+            fresh.insert(key, tokens);
+            text_tokens += tokens;
+        }
+        *segment_tokens = fresh;
+        Ok(Generation {
+            docs: searcher.num_docs(),
+            has_deletes: searcher
+                .segment_readers()
+                .iter()
+                .any(SegmentReader::has_deletes),
+            searcher,
+            text,
+            text_tokens,
+            doc_freqs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn live_doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        self.searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| live_doc_freq(segment, term))
+            .sum()
+    }
+}
+
+impl Bm25StatisticsProvider for Generation {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        if field == self.text {
+            return Ok(self.text_tokens);
+        }
+        // Only the text field is scored; any other gets the same treatment,
+        // uncached.
+        self.searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| live_tokens(segment, field))
+            .sum()
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        if !self.has_deletes {
+            return self.live_doc_freq(term);
+        }
+        let cached = self
+            .doc_freqs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(term)
+            .copied();
+        if let Some(freq) = cached {
+            return Ok(freq);
+        }
+        // Counted outside the lock: concurrent searches may count the same
+        // term twice, never wait for each other's scans.
+        let freq = self.live_doc_freq(term)?;
+        let mut cache = self
+            .doc_freqs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHED_DOC_FREQS {
+            cache.clear();
+        }
+        cache.insert(term.clone(), freq);
+        Ok(freq)
+    }
+}
+
+/// Tokens of `field` in `segment`'s live documents, from fieldnorms, also
+/// where the segment has no deletes: tantivy's exact per-segment total would
+/// disagree with fieldnorm sums elsewhere (and merges replace it by one).
+fn live_tokens(segment: &SegmentReader, field: Field) -> tantivy::Result<u64> {
+    let Some(norms) = segment.fieldnorms_readers().get_field(field)? else {
+        // No lengths recorded: tantivy's figure (BM25 sees no lengths either).
+        return Ok(segment.inverted_index(field)?.total_num_tokens());
+    };
+    let mut histogram = [0u64; 256];
+    let docs = 0..segment.max_doc();
+    match segment.alive_bitset() {
+        None => docs.for_each(|doc| histogram[usize::from(norms.fieldnorm_id(doc))] += 1),
+        Some(alive) => docs
+            .filter(|doc| alive.is_alive(*doc))
+            .for_each(|doc| histogram[usize::from(norms.fieldnorm_id(doc))] += 1),
+    }
+    Ok((0..=u8::MAX)
+        .zip(histogram)
+        .map(|(id, count)| count * u64::from(FieldNormReader::id_to_fieldnorm(id)))
+        .sum())
+}
+
+/// Live documents of `segment` containing `term`: tantivy's figure where
+/// nothing is deleted, else a count over the postings.
+fn live_doc_freq(segment: &SegmentReader, term: &Term) -> tantivy::Result<u64> {
+    let inverted = segment.inverted_index(term.field())?;
+    let Some(alive) = segment.alive_bitset() else {
+        return Ok(u64::from(inverted.doc_freq(term)?));
+    };
+    let Some(mut postings) = inverted.read_block_postings(term, IndexRecordOption::Basic)? else {
+        return Ok(0);
+    };
+    let mut live = 0;
+    loop {
+        let docs = postings.docs();
+        if docs.is_empty() {
+            return Ok(live);
+        }
+        live += docs.iter().filter(|doc| alive.is_alive(**doc)).count() as u64;
+        postings.advance();
     }
 }

@@ -186,9 +186,11 @@ impl VectorStore {
                 .search(query, limit, self.options.hnsw.ef_search);
             hits.extend(found.into_iter().map(|(uuid, score)| (kind, uuid, score)));
         }
+        // Equal scores by uuid then kind, as text search ranks them. Each set
+        // returned its top `limit` in this order, so the merge is exact.
         hits.sort_by(|a, b| {
             b.2.total_cmp(&a.2)
-                .then_with(|| (a.0, a.1).cmp(&(b.0, b.1)))
+                .then_with(|| (a.1, a.0).cmp(&(b.1, b.0)))
         });
         hits.truncate(limit);
         Ok(hits

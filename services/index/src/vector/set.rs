@@ -230,18 +230,18 @@ impl VectorSet {
     fn exact(&self, query: &[f32], limit: usize) -> Vec<(Uuid, f32)> {
         let mut top = BinaryHeap::with_capacity(limit + 1);
         for slot in (0..self.ids.len()).filter(|&slot| self.alive[slot]) {
-            let score = dot(query, self.vector(slot));
+            let candidate = Worst {
+                score: dot(query, self.vector(slot)),
+                uuid: self.ids[slot],
+            };
             if top.len() < limit {
-                top.push(Worst { score, slot });
-            } else if top.peek().is_some_and(|worst: &Worst| score > worst.score) {
+                top.push(candidate);
+            } else if top.peek().is_some_and(|worst: &Worst| candidate < *worst) {
                 top.pop();
-                top.push(Worst { score, slot });
+                top.push(candidate);
             }
         }
-        let mut hits: Vec<(Uuid, f32)> = top
-            .into_iter()
-            .map(|w| (self.ids[w.slot], w.score))
-            .collect();
+        let mut hits: Vec<(Uuid, f32)> = top.into_iter().map(|w| (w.uuid, w.score)).collect();
         sort_best_first(&mut hits);
         hits
     }
@@ -325,10 +325,12 @@ fn sort_best_first(hits: &mut [(Uuid, f32)]) {
     hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 }
 
-/// Heap entry ordered so the heap's top is the worst kept score.
+/// Heap entry ordered so the heap's top is the worst kept hit: lowest
+/// score, then highest uuid (the order of [`sort_best_first`]), so the cut
+/// does not depend on slot order, which is history.
 struct Worst {
     score: f32,
-    slot: usize,
+    uuid: Uuid,
 }
 
 impl PartialEq for Worst {
@@ -347,7 +349,10 @@ impl PartialOrd for Worst {
 
 impl Ord for Worst {
     fn cmp(&self, other: &Self) -> Ordering {
-        other.score.total_cmp(&self.score)
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.uuid.cmp(&other.uuid))
     }
 }
 
