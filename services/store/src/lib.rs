@@ -4,11 +4,14 @@
 //! `evolve` fold, together with the position of the last record applied, so a
 //! restarted projector resumes exactly and a re-delivered record changes
 //! nothing. It answers the lookups that search, the API and the audit tools
-//! need. [`EmbeddedStore`] (redb) is the default; the ScyllaDB store runs the
-//! very same conformance suite ([`testing`]).
+//! need. [`EmbeddedStore`] (redb) is the default; [`scylla::ScyllaStore`]
+//! (feature `scylla`, on by default) runs the very same conformance suite
+//! ([`testing`]).
 
 mod embedded;
 mod error;
+#[cfg(feature = "scylla")]
+pub mod scylla;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -22,7 +25,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
-pub use error::StoreError;
+pub use error::{BoxError, StoreError};
+#[cfg(feature = "scylla")]
+pub use scylla::ScyllaStore;
 
 /// Next offset to apply, per graph-events partition.
 pub type Positions = BTreeMap<u32, u64>;
