@@ -420,6 +420,18 @@ impl EventLog for EmbeddedLog {
         rx.await.map_err(|_| LogError::Closed)?
     }
 
+    async fn join(
+        &self,
+        _group: &str,
+        topic: &str,
+    ) -> Result<Box<dyn crate::Membership>, LogError> {
+        // One process owns the embedded log, so it is the only member.
+        let count = self.partitions(topic)?;
+        Ok(Box::new(crate::membership::SoleMember {
+            partitions: Some((0..count).collect()),
+        }))
+    }
+
     async fn committed_offset(
         &self,
         group: &str,

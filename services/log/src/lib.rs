@@ -10,6 +10,7 @@ mod embedded;
 mod error;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod membership;
 pub mod testing;
 
 use std::time::Duration;
@@ -21,6 +22,7 @@ pub use embedded::{EmbeddedLog, EmbeddedLogOptions};
 pub use error::LogError;
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaLog};
+pub use membership::{Assignment, Membership, RELEASE_TIMEOUT, Release};
 
 /// The standard topic names under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,6 +147,11 @@ pub trait EventLog: Send + Sync + 'static {
 
     /// Records that `group` has consumed `topic`/`partition` up to `next_offset`.
     async fn commit_offset(&self, commit: OffsetCommit) -> Result<(), LogError>;
+
+    /// Joins consumer group `group` on `topic`: the partitions this process
+    /// should work on, and changes of them. Different members of one group
+    /// own disjoint partitions.
+    async fn join(&self, group: &str, topic: &str) -> Result<Box<dyn Membership>, LogError>;
 
     /// The next offset `group` should consume, if it ever committed one.
     async fn committed_offset(

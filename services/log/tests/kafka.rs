@@ -584,3 +584,190 @@ async fn throughput_of_1kib_records() {
         broker.startup().as_millis()
     );
 }
+
+/// Two members of one group split the partitions; when one leaves, the
+/// other is given them — after the leaver released them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_split_partitions_and_take_over() {
+    use chronicle_log::{Assignment, Membership};
+    use std::collections::BTreeSet;
+
+    /// Applies ownership changes until none arrives for `quiet`, or `done` holds.
+    async fn follow(
+        m: &mut Box<dyn Membership>,
+        mine: &mut BTreeSet<u32>,
+        quiet: Duration,
+        done: impl Fn(&BTreeSet<u32>) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            match tokio::time::timeout(quiet, m.next()).await {
+                Err(_) if done(mine) => return,
+                Err(_) => continue,
+                Ok(change) => match change.unwrap() {
+                    Assignment::Assigned(ps) => mine.extend(ps),
+                    Assignment::Revoked {
+                        partitions,
+                        release,
+                    } => {
+                        for p in partitions {
+                            mine.remove(&p);
+                        }
+                        release.done();
+                    }
+                },
+            }
+        }
+        panic!("ownership did not settle: {mine:?}");
+    }
+
+    let broker = TestBroker::start();
+    let log = connect(&broker).await;
+    let topic = unique("members");
+    let group = unique("group");
+    log.create_topic(&topic, 4).await.unwrap();
+
+    let mut a = log.join(&group, &topic).await.unwrap();
+    let mut mine_a = BTreeSet::new();
+    follow(&mut a, &mut mine_a, Duration::from_millis(500), |m| {
+        m.len() == 4
+    })
+    .await;
+
+    let other = connect(&broker).await;
+    let mut b = other.join(&group, &topic).await.unwrap();
+    let mut mine_b = BTreeSet::new();
+    tokio::join!(
+        follow(&mut a, &mut mine_a, Duration::from_secs(3), |m| !m
+            .is_empty()
+            && m.len() < 4),
+        follow(&mut b, &mut mine_b, Duration::from_secs(3), |m| !m
+            .is_empty()),
+    );
+    assert!(mine_a.is_disjoint(&mine_b), "{mine_a:?} / {mine_b:?}");
+    assert_eq!(mine_a.len() + mine_b.len(), 4, "{mine_a:?} / {mine_b:?}");
+
+    // a leaves: b ends up with everything.
+    drop(a);
+    follow(&mut b, &mut mine_b, Duration::from_millis(500), |m| {
+        m.len() == 4
+    })
+    .await;
+}
+
+const MEMBER_CHILD: &str = "CHRONICLE_KAFKA_MEMBER_CHILD";
+
+/// The child half of `a_killed_member_is_replaced`: joins and prints what it owns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_child() {
+    let Ok(spec) = std::env::var(MEMBER_CHILD) else {
+        return; // only meaningful when spawned by the parent test
+    };
+    let mut parts = spec.split('|');
+    let (bootstrap, group, topic) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+    );
+    let log = KafkaLog::connect(KafkaConfig::new(bootstrap))
+        .await
+        .unwrap();
+    let mut m = log.join(group, topic).await.unwrap();
+    loop {
+        match m.next().await.unwrap() {
+            chronicle_log::Assignment::Assigned(ps) => println!("ASSIGNED {ps:?}"),
+            chronicle_log::Assignment::Revoked {
+                partitions,
+                release,
+            } => {
+                println!("REVOKED {partitions:?}");
+                release.done();
+            }
+        }
+        std::io::stdout().flush().unwrap();
+    }
+}
+
+/// A member killed with SIGKILL (no goodbye) loses its partitions to the
+/// survivor once its session times out. The in-process tansu 0.6 broker never
+/// expires such a member (its partitions stay assigned to the dead process),
+/// so this runs only against an external broker (`KAFKA_BROKERS`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_member_is_replaced() {
+    use chronicle_log::Assignment;
+    use std::io::BufRead;
+    if std::env::var(chronicle_testkit::KAFKA_BROKERS_ENV).is_err() {
+        println!(
+            "SKIPPED a_killed_member_is_replaced: tansu 0.6 does not expire members killed without leaving their group; set KAFKA_BROKERS to run it against Kafka"
+        );
+        return;
+    }
+    let broker = TestBroker::start();
+    let log = connect(&broker).await;
+    let topic = unique("killed");
+    let group = unique("group");
+    log.create_topic(&topic, 4).await.unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "member_child", "--nocapture", "--test-threads=1"])
+        .env(
+            MEMBER_CHILD,
+            format!("{}|{group}|{topic}", broker.bootstrap()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if line.contains("ASSIGNED") {
+            break;
+        }
+    }
+    let mut m = log.join(&group, &topic).await.unwrap();
+    let mut mine = std::collections::BTreeSet::new();
+    // wait until the survivor owns something, then kill the child
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mine.is_empty() && Instant::now() < deadline {
+        if let Ok(Ok(change)) = tokio::time::timeout(Duration::from_secs(1), m.next()).await {
+            match change {
+                Assignment::Assigned(ps) => mine.extend(ps),
+                Assignment::Revoked {
+                    partitions,
+                    release,
+                } => {
+                    partitions.iter().for_each(|p| {
+                        mine.remove(p);
+                    });
+                    release.done();
+                }
+            }
+        }
+    }
+    assert!(
+        !mine.is_empty() && mine.len() < 4,
+        "split before the kill: {mine:?}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mine.len() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the survivor never took over: {mine:?}"
+        );
+        if let Ok(Ok(change)) = tokio::time::timeout(Duration::from_secs(1), m.next()).await {
+            match change {
+                Assignment::Assigned(ps) => mine.extend(ps),
+                Assignment::Revoked {
+                    partitions,
+                    release,
+                } => {
+                    partitions.iter().for_each(|p| {
+                        mine.remove(p);
+                    });
+                    release.done();
+                }
+            }
+        }
+    }
+}
