@@ -6,23 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use chronicle_e2e::{chronicle_binary, data, embedded_node, plain_snapshot};
-
-/// The synthetic workload three times over, under distinct group names, so
-/// an ingest lasts long enough to be interrupted.
-fn workload(dir: &Path) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(data("workload.jsonl")).unwrap();
-    let mut out = String::new();
-    for round in 0..3 {
-        for line in text.lines() {
-            out.push_str(&line.replace("\"tenant_", &format!("\"r{round}-tenant_")));
-            out.push('\n');
-        }
-    }
-    let path = dir.join("workload.jsonl");
-    std::fs::write(&path, out).unwrap();
-    path
-}
+use chronicle_e2e::{chronicle_binary, embedded_node, plain_snapshot, tripled_workload};
 
 fn ingest(data_dir: &Path, file: &Path) -> Command {
     let mut c = Command::new(chronicle_binary());
@@ -38,7 +22,7 @@ fn ingest(data_dir: &Path, file: &Path) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_processor_loses_and_duplicates_nothing() {
     let scratch = tempfile::tempdir().unwrap();
-    let file = workload(scratch.path());
+    let file = tripled_workload(scratch.path());
 
     // The reference: one uninterrupted run.
     let reference_dir = scratch.path().join("reference");
@@ -56,7 +40,10 @@ async fn killing_the_processor_loses_and_duplicates_nothing() {
         }
         child.wait().unwrap();
     }
-    assert!(kills >= 2, "the ingest finished before it could be killed; make the workload longer");
+    assert!(
+        kills >= 2,
+        "the ingest finished before it could be killed; make the workload longer"
+    );
     assert!(ingest(&crashed_dir, &file).status().unwrap().success());
 
     let reference = embedded_node(&reference_dir).await;
@@ -71,7 +58,9 @@ async fn killing_the_processor_loses_and_duplicates_nothing() {
     }
     assert_eq!(a, b);
     // Nothing decided twice: one decision per episode.
-    let stats = chronicle::commands::log_stats(&crashed, None).await.unwrap();
+    let stats = chronicle::commands::log_stats(&crashed, None)
+        .await
+        .unwrap();
     assert_eq!(stats.decisions, 900);
     assert_eq!(crashed.store.counts(None).await.unwrap().episodes, 900);
 }

@@ -20,9 +20,16 @@ async fn fixed_queries(node: &chronicle::node::Node) -> Vec<serde_json::Value> {
     let q = Query::at(node, "2030-01-01T00:00:00Z".parse().unwrap());
     let mut out = Vec::new();
     for (g, text) in QUERIES {
-        for recipe in ["COMBINED_HYBRID_SEARCH_RRF", "EDGE_HYBRID_SEARCH_RRF", "NODE_HYBRID_SEARCH_MMR"] {
+        for recipe in [
+            "COMBINED_HYBRID_SEARCH_RRF",
+            "EDGE_HYBRID_SEARCH_RRF",
+            "NODE_HYBRID_SEARCH_MMR",
+        ] {
             let r = q
-                .search(&GroupId::new(g).unwrap(), &SearchRequest::recipe(text, recipe, 5).unwrap())
+                .search(
+                    &GroupId::new(g).unwrap(),
+                    &SearchRequest::recipe(text, recipe, 5).unwrap(),
+                )
                 .await
                 .unwrap();
             out.push(serde_json::to_value(&r).unwrap());
@@ -35,22 +42,44 @@ async fn fixed_queries(node: &chronicle::node::Node) -> Vec<serde_json::Value> {
 async fn rebuild_equals_the_live_projection() {
     let dir = tempfile::tempdir().unwrap();
     let node = embedded_node(dir.path()).await;
-    chronicle::commands::ingest_file(&node, &data("workload.jsonl")).await.unwrap();
+    chronicle::commands::ingest_file(&node, &data("workload.jsonl"))
+        .await
+        .unwrap();
     let live = exact_snapshot(&node).await;
     let live_results = fixed_queries(&node).await;
-    assert!(live_results.iter().any(|r| !r["results"].as_array().unwrap().is_empty()));
+    assert!(
+        live_results
+            .iter()
+            .any(|r| !r["results"].as_array().unwrap().is_empty())
+    );
 
     let report = chronicle::commands::rebuild(&node).await.unwrap();
     assert!(report.events_applied > 0);
-    assert_eq!(exact_snapshot(&node).await, live, "every entity, fact and timestamp");
+    assert_eq!(
+        exact_snapshot(&node).await,
+        live,
+        "every entity, fact and timestamp"
+    );
     let rebuilt = fixed_queries(&node).await;
     for (i, (a, b)) in rebuilt.iter().zip(&live_results).enumerate() {
         let view = |v: &serde_json::Value| -> Vec<(String, String)> {
-            v["results"].as_array().unwrap().iter().map(|r| (r["uuid"].to_string(), r["score"].to_string())).collect()
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["uuid"].to_string(), r["score"].to_string()))
+                .collect()
         };
-        assert_eq!(view(a), view(b), "query {i}: identical results after the rebuild");
+        assert_eq!(
+            view(a),
+            view(b),
+            "query {i}: identical results after the rebuild"
+        );
     }
-    assert_eq!(rebuilt, live_results, "identical results for the fixed queries");
+    assert_eq!(
+        rebuilt, live_results,
+        "identical results for the fixed queries"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,11 +99,17 @@ async fn replay_to_t_equals_what_was_known_at_t() {
     let t = chronicle::query::now();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     chronicle::commands::ingest_file(&node, &f2).await.unwrap();
-    assert_ne!(exact_snapshot(&node).await, at_t, "the second half changed the graph");
+    assert_ne!(
+        exact_snapshot(&node).await,
+        at_t,
+        "the second half changed the graph"
+    );
 
     // The audit replay reproduces the graph as it was at T, summaries included.
     let out = tempfile::tempdir().unwrap();
-    chronicle::commands::replay(&node, &t.to_rfc3339(), out.path()).await.unwrap();
+    chronicle::commands::replay(&node, &t.to_rfc3339(), out.path())
+        .await
+        .unwrap();
     let replayed = embedded_node(out.path()).await;
     assert_eq!(exact_snapshot(&replayed).await, at_t);
 
@@ -115,23 +150,40 @@ fn replayed_has(snapshot: &serde_json::Value, g: &GroupId, episode: &uuid::Uuid)
 async fn tenants_never_see_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let node = embedded_node(dir.path()).await;
-    chronicle::commands::ingest_file(&node, &data("workload.jsonl")).await.unwrap();
+    chronicle::commands::ingest_file(&node, &data("workload.jsonl"))
+        .await
+        .unwrap();
     let q = Query::new(&node);
     let groups = node.store.groups().await.unwrap();
     for g in &groups {
-        let mine: std::collections::BTreeSet<String> =
-            node.store.entities(g).await.unwrap().into_iter().map(|e| e.name).collect();
+        let mine: std::collections::BTreeSet<String> = node
+            .store
+            .entities(g)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
         for other in groups.iter().filter(|o| *o != g) {
             let theirs = node.store.entities(other).await.unwrap();
             for e in theirs.iter().filter(|e| !mine.contains(&e.name)).take(3) {
                 let r = q
-                    .search(g, &SearchRequest::recipe(&e.name, "COMBINED_HYBRID_SEARCH_RRF", 10).unwrap())
+                    .search(
+                        g,
+                        &SearchRequest::recipe(&e.name, "COMBINED_HYBRID_SEARCH_RRF", 10).unwrap(),
+                    )
                     .await
                     .unwrap();
                 for item in &r.results {
                     assert!(node.store.fact(other, item.uuid).await.unwrap().is_none());
                     assert!(node.store.entity(other, item.uuid).await.unwrap().is_none());
-                    assert!(node.store.episode(other, item.uuid).await.unwrap().is_none());
+                    assert!(
+                        node.store
+                            .episode(other, item.uuid)
+                            .await
+                            .unwrap()
+                            .is_none()
+                    );
                 }
                 assert!(matches!(
                     q.facts(g, Some(&e.name), &SearchFilters::default()).await,

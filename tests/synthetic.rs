@@ -41,11 +41,22 @@ fn lines<T: serde::de::DeserializeOwned>(name: &str) -> Vec<T> {
 async fn synthetic_workload_gives_the_expected_graph() {
     let dir = tempfile::tempdir().unwrap();
     let node = embedded_node(dir.path()).await;
-    let outcome = chronicle::commands::ingest_file(&node, &data("workload.jsonl")).await.unwrap();
-    assert_eq!(outcome, IngestOutcome { accepted: 300, rejected: 0 });
+    let outcome = chronicle::commands::ingest_file(&node, &data("workload.jsonl"))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        IngestOutcome {
+            accepted: 300,
+            rejected: 0
+        }
+    );
 
     let counts = node.store.counts(None).await.unwrap();
-    assert_eq!(counts.entities, 408, "exactly the workload's people, places and organizations");
+    assert_eq!(
+        counts.entities, 408,
+        "exactly the workload's people, places and organizations"
+    );
     assert_eq!(counts.episodes, 300);
 
     // No two facts with the same endpoints and relation overlap in valid time.
@@ -56,7 +67,12 @@ async fn synthetic_workload_gives_the_expected_graph() {
                 let same = a.source_node_uuid == b.source_node_uuid
                     && a.target_node_uuid == b.target_node_uuid
                     && a.name == b.name;
-                assert!(!(same && a.valid_window().overlaps(&b.valid_window())), "duplicated fact in {g}: {} / {}", a.fact, b.fact);
+                assert!(
+                    !(same && a.valid_window().overlaps(&b.valid_window())),
+                    "duplicated fact in {g}: {} / {}",
+                    a.fact,
+                    b.fact
+                );
             }
         }
     }
@@ -73,19 +89,45 @@ async fn synthetic_workload_gives_the_expected_graph() {
             as_of: Some(as_of),
             ..Default::default()
         };
-        let before = query.facts(&g, Some(&m.person), &lives(m.query_before)).await.unwrap();
-        let after = query.facts(&g, Some(&m.person), &lives(m.query_after)).await.unwrap();
-        let targets = |xs: &[chronicle::query::ResultItem]| xs.iter().filter_map(|f| f.target.clone()).collect::<Vec<_>>();
-        assert_eq!(targets(&before), vec![m.old_city.clone()], "{} before moving", m.person);
-        assert_eq!(targets(&after), vec![m.new_city.clone()], "{} after moving", m.person);
+        let before = query
+            .facts(&g, Some(&m.person), &lives(m.query_before))
+            .await
+            .unwrap();
+        let after = query
+            .facts(&g, Some(&m.person), &lives(m.query_after))
+            .await
+            .unwrap();
+        let targets = |xs: &[chronicle::query::ResultItem]| {
+            xs.iter()
+                .filter_map(|f| f.target.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            targets(&before),
+            vec![m.old_city.clone()],
+            "{} before moving",
+            m.person
+        );
+        assert_eq!(
+            targets(&after),
+            vec![m.new_city.clone()],
+            "{} after moving",
+            m.person
+        );
         let history = SearchFilters {
             include_history: true,
             edge_types: Some(vec!["LIVES_IN".into()]),
             ..Default::default()
         };
         let all = query.facts(&g, Some(&m.person), &history).await.unwrap();
-        let old = all.iter().find(|f| f.target.as_deref() == Some(&m.old_city)).expect("old fact kept");
-        assert!(old.invalid_at.is_some() && old.expired_at.is_some(), "old fact invalidated, not deleted");
+        let old = all
+            .iter()
+            .find(|f| f.target.as_deref() == Some(&m.old_city))
+            .expect("old fact kept");
+        assert!(
+            old.invalid_at.is_some() && old.expired_at.is_some(),
+            "old fact invalidated, not deleted"
+        );
         correct += 2;
     }
     assert_eq!(correct, 100, "100/100 before-and-after answers");
@@ -101,11 +143,24 @@ async fn synthetic_workload_gives_the_expected_graph() {
             .results
             .iter()
             .take(5)
-            .map(|r| format!("{} {} {}", r.name, r.fact.as_deref().unwrap_or(""), r.content.as_deref().unwrap_or("")))
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r.name,
+                    r.fact.as_deref().unwrap_or(""),
+                    r.content.as_deref().unwrap_or("")
+                )
+            })
             .collect();
         if !top.iter().any(|t| t.contains(&c.subject)) {
             misses.push(format!("{} ({}): {:?}", c.query, c.kind, top));
         }
     }
-    assert!(misses.is_empty(), "{} of {} queries missed their subject: {:#?}", misses.len(), cases.len(), &misses[..misses.len().min(5)]);
+    assert!(
+        misses.is_empty(),
+        "{} of {} queries missed their subject: {:#?}",
+        misses.len(),
+        cases.len(),
+        &misses[..misses.len().min(5)]
+    );
 }

@@ -7,24 +7,50 @@ use std::sync::Arc;
 use chronicle::config::{EmbedderKind, ExtractorKind, Settings};
 use chronicle::node::Node;
 use chronicle_model::{Fact, Timestamp};
+use chronicle_store::GraphStore;
 use serde::Serialize;
 
 /// A file of `tests/data/`.
 pub fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}
+
+/// The synthetic workload three times over, under distinct group names
+/// (`r0-tenant_00`, …): 900 episodes, long enough to be interrupted.
+pub fn tripled_workload(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(data("workload.jsonl")).expect("workload");
+    let mut out = String::new();
+    for round in 0..3 {
+        for line in text.lines() {
+            out.push_str(&line.replace("\"tenant_", &format!("\"r{round}-tenant_")));
+            out.push('\n');
+        }
+    }
+    let path = dir.join("workload-x3.jsonl");
+    std::fs::write(&path, out).expect("writable scratch dir");
+    path
 }
 
 /// An embedded node in `dir` with the offline extractor and the hashed embedder.
 pub async fn embedded_node(dir: &Path) -> Arc<Node> {
-    Node::open(Settings::embedded(dir, ExtractorKind::Offline, EmbedderKind::Hash))
-        .await
-        .expect("node opens")
+    Node::open(Settings::embedded(
+        dir,
+        ExtractorKind::Offline,
+        EmbedderKind::Hash,
+    ))
+    .await
+    .expect("node opens")
 }
 
 /// The chronicle binary built next to the test binaries.
 pub fn chronicle_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     let bin = dir.join("chronicle");
     assert!(
         bin.exists(),
@@ -42,7 +68,11 @@ pub async fn exact_snapshot(node: &Node) -> serde_json::Value {
         entities.sort_by_key(|e| e.uuid);
         let mut facts = node.store.facts(&g).await.expect("facts");
         facts.sort_by_key(|f| f.uuid);
-        let episodes = node.store.episodes_by_time(&g, None, usize::MAX).await.expect("episodes");
+        let episodes = node
+            .store
+            .episodes_by_time(&g, None, usize::MAX)
+            .await
+            .expect("episodes");
         let mut sagas = node.store.sagas(&g).await.expect("sagas");
         sagas.sort_by_key(|s| s.uuid);
         let mut communities = node.store.communities(&g).await.expect("communities");
@@ -78,17 +108,28 @@ pub struct PlainFact {
     pub episodes: Vec<String>,
 }
 
-/// Each group's entities (name, labels, summary) and plain facts.
-pub async fn plain_snapshot(node: &Node) -> BTreeMap<String, (Vec<(String, Vec<String>, String)>, Vec<PlainFact>)> {
+/// A group's entities (name, labels, summary) and plain facts.
+pub type PlainGroup = (Vec<(String, Vec<String>, String)>, Vec<PlainFact>);
+
+/// Each group's entities and plain facts.
+pub async fn plain_snapshot(node: &Node) -> BTreeMap<String, PlainGroup> {
+    plain_snapshot_of(node.store.as_ref()).await
+}
+
+/// Each group's entities and plain facts, from any store.
+pub async fn plain_snapshot_of(store: &dyn GraphStore) -> BTreeMap<String, PlainGroup> {
     let mut out = BTreeMap::new();
-    for g in node.store.groups().await.expect("groups") {
-        let entities = node.store.entities(&g).await.expect("entities");
+    for g in store.groups().await.expect("groups") {
+        let entities = store.entities(&g).await.expect("entities");
         let names: BTreeMap<_, _> = entities.iter().map(|e| (e.uuid, e.name.clone())).collect();
-        let mut ents: Vec<_> = entities.iter().map(|e| (e.name.clone(), e.labels.clone(), e.summary.clone())).collect();
+        let mut ents: Vec<_> = entities
+            .iter()
+            .map(|e| (e.name.clone(), e.labels.clone(), e.summary.clone()))
+            .collect();
         ents.sort();
         let mut facts = Vec::new();
-        for f in node.store.facts(&g).await.expect("facts") {
-            facts.push(plain(node, &g, &names, &f).await);
+        for f in store.facts(&g).await.expect("facts") {
+            facts.push(plain(store, &g, &names, &f).await);
         }
         facts.sort();
         out.insert(g.to_string(), (ents, facts));
@@ -96,10 +137,22 @@ pub async fn plain_snapshot(node: &Node) -> BTreeMap<String, (Vec<(String, Vec<S
     out
 }
 
-async fn plain(node: &Node, g: &chronicle_model::GroupId, names: &BTreeMap<uuid::Uuid, String>, f: &Fact) -> PlainFact {
+async fn plain(
+    store: &dyn GraphStore,
+    g: &chronicle_model::GroupId,
+    names: &BTreeMap<uuid::Uuid, String>,
+    f: &Fact,
+) -> PlainFact {
     let mut episodes = Vec::new();
     for e in &f.episodes {
-        episodes.push(node.store.episode(g, *e).await.expect("episode").map(|e| e.name).unwrap_or_default());
+        episodes.push(
+            store
+                .episode(g, *e)
+                .await
+                .expect("episode")
+                .map(|e| e.name)
+                .unwrap_or_default(),
+        );
     }
     PlainFact {
         source: names[&f.source_node_uuid].clone(),

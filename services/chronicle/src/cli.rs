@@ -143,12 +143,34 @@ pub enum Command {
         /// Tokens file (TOML); without it, only loopback addresses are allowed.
         #[arg(long)]
         auth: Option<PathBuf>,
+        /// Largest request body accepted, in bytes (larger ones get 413).
+        #[arg(long, default_value_t = crate::http::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: usize,
+        /// /readyz fails while the projector is more than this many records behind the log.
+        #[arg(long, default_value_t = crate::http::DEFAULT_READY_MAX_LAG)]
+        ready_max_lag: u64,
     },
+    /// Distributed mode: decide the episodes of the partitions this member is assigned (run several).
+    Processor,
+    /// Distributed mode: project the graph-events partitions this member is assigned into its store and indices.
+    Projector,
     /// Benchmarks printing JSON figures.
     Bench {
         /// Which.
         #[command(subcommand)]
         which: BenchCommand,
+    },
+    /// Create the ScyllaDB keyspace and tables of `--store scylla://HOST:PORT/KEYSPACE`
+    /// (idempotent; the embedded store needs none).
+    Migrate {
+        /// Replicas per datacenter of a new keyspace (NetworkTopologyStrategy; default 3).
+        #[arg(long, conflicts_with = "replication_map")]
+        replication_factor: Option<u32>,
+        /// The replication map of a new keyspace as JSON, e.g.
+        /// '{"class":"NetworkTopologyStrategy","dc1":3,"dc2":3}'. (Plain
+        /// `--replication` is the global Kafka topic replication flag.)
+        #[arg(long)]
+        replication_map: Option<String>,
     },
 }
 
@@ -175,6 +197,19 @@ pub enum BenchCommand {
         /// Use the OpenAI adapter against a local server that answers instantly and counts calls.
         #[arg(long)]
         fake_llm: bool,
+    },
+    /// HTTP API throughput and latency: POST episodes and POST search under
+    /// concurrent clients against an embedded server on loopback.
+    Api {
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Requests per phase (episodes, then search).
+        #[arg(long, default_value_t = 4000)]
+        requests: usize,
+        /// Groups the clients write to and search.
+        #[arg(long, default_value_t = 16)]
+        groups: usize,
     },
     /// Index build, search latency and rebuild rate at scale.
     Search {

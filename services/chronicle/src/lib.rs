@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod gateway;
+pub mod http;
 pub mod kafka;
 pub mod node;
 pub mod processor;

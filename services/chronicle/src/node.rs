@@ -121,6 +121,8 @@ pub struct Node {
     pub status: Arc<StatusBoard>,
     /// Positions of the processor and projector.
     pub progress: Progress,
+    /// Graph-events partitions this node's projector owns (its indices cover them).
+    pub owned: watch::Sender<std::collections::BTreeSet<u32>>,
     /// Episodes-log codec.
     pub commands: CommandCodec,
     /// Graph-events codec.
@@ -184,6 +186,7 @@ impl Node {
             reranker: ports.reranker,
             status: Arc::new(StatusBoard::default()),
             progress: Progress::default(),
+            owned: watch::channel(Default::default()).0,
             commands: CommandCodec::new(),
             events: EventBatchCodec::new(),
         }))

@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::Context;
 use base64::Engine;
 use chronicle_engine::{Accepted, DecideError, GroupState, apply_batch};
-use chronicle_log::{NewRecord, OffsetCommit, Record};
+use chronicle_log::{Assignment, NewRecord, OffsetCommit, Record};
 use chronicle_metrics::METRICS;
 use chronicle_model::{
     Command, EventBatch, EventKind, GroupId, IdKind, LogPosition, Timestamp, derive_named_id,
@@ -129,11 +129,22 @@ pub struct Recovered {
     pub records: u64,
 }
 
-/// Folds the whole graph-events log into per-group state.
-pub async fn recover(node: &Node) -> anyhow::Result<Recovered> {
+/// Folds the graph-events log into per-group state, for the groups whose
+/// commands live on episodes partition `partition` (all groups when `None`).
+pub async fn recover(node: &Node, partition: Option<u32>) -> anyhow::Result<Recovered> {
     let mut out = Recovered::default();
     let topic = &node.topics.graph_events;
-    for p in 0..node.log.partition_count(topic).await? {
+    let events = node.log.partition_count(topic).await?;
+    let episodes = node.log.partition_count(&node.topics.episodes).await?;
+    let mine = |g: &GroupId| {
+        partition.is_none_or(|p| chronicle_log::partition_for(g.as_str().as_bytes(), episodes) == p)
+    };
+    // With equal partition counts a group sits on the same partition of both topics.
+    let scan: Vec<u32> = match partition {
+        Some(p) if events == episodes => vec![p],
+        _ => (0..events).collect(),
+    };
+    for p in scan {
         let end = node.log.end_offset(topic, p).await?;
         let mut offset = 0;
         while offset < end {
@@ -148,7 +159,7 @@ pub async fn recover(node: &Node) -> anyhow::Result<Recovered> {
                 offset = r.offset + 1;
                 out.records += 1;
                 match node.events.decode(&r.payload) {
-                    Ok(batch) => {
+                    Ok(batch) if mine(&batch.group_id) => {
                         out.decided.insert(batch.command_uuid);
                         node.status.decided(&batch);
                         let state = out
@@ -157,6 +168,7 @@ pub async fn recover(node: &Node) -> anyhow::Result<Recovered> {
                             .or_insert_with(|| GroupState::new(batch.group_id.clone()));
                         apply_batch(state, &batch);
                     }
+                    Ok(_) => {}
                     Err(e) => {
                         tracing::error!(partition = p, offset = r.offset, error = %e, "skipping undecodable graph-events record")
                     }
@@ -212,37 +224,79 @@ impl Processor {
     }
 
     /// Runs until `shutdown` turns true (finishing decisions in flight) or a
-    /// log error stops it.
-    pub async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let recovered = recover(&self.node)
-            .await
-            .context("recovering processor state")?;
-        tracing::info!(
-            records = recovered.records,
-            groups = recovered.states.len(),
-            "processor state recovered"
-        );
-        *self.decided.lock().expect("decided lock") = recovered.decided;
-        let topic = &self.node.topics.episodes;
-        let partitions = match &self.options.partitions {
-            Some(ps) => ps.clone(),
-            None => (0..self.node.log.partition_count(topic).await?).collect(),
+    /// log error stops it. Works on the partitions its consumer-group
+    /// membership assigns (all of them in embedded mode): on assignment it
+    /// rebuilds the partition's group states from the graph-events log; on
+    /// revocation it finishes or drops in-flight work before releasing.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let members = format!("{}.members", self.options.consumer_group);
+        let mut membership = self
+            .node
+            .log
+            .join(&members, &self.node.topics.episodes)
+            .await?;
+        let mut running: HashMap<
+            u32,
+            (
+                watch::Sender<bool>,
+                tokio::task::JoinHandle<anyhow::Result<()>>,
+            ),
+        > = HashMap::new();
+        let result = loop {
+            let finished = running
+                .iter()
+                .find(|(_, (_, h))| h.is_finished())
+                .map(|(p, _)| *p);
+            if let Some(p) = finished {
+                let (_, h) = running.remove(&p).expect("found above");
+                match h.await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(e)) => break Err(e),
+                    Err(e) => break Err(anyhow::anyhow!("partition {p} task panicked: {e}")),
+                }
+            }
+            tokio::select! {
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() { break Ok(()) }
+                }
+                change = membership.next() => match change? {
+                    Assignment::Assigned(partitions) => {
+                        for p in partitions {
+                            if self.options.partitions.as_ref().is_some_and(|only| !only.contains(&p)) || running.contains_key(&p) {
+                                continue;
+                            }
+                            let recovered = recover(&self.node, Some(p)).await.context("recovering processor state")?;
+                            tracing::info!(partition = p, records = recovered.records, groups = recovered.states.len(), "partition assigned");
+                            self.decided.lock().expect("decided lock").extend(recovered.decided);
+                            let (stop, stop_rx) = watch::channel(false);
+                            let this = self.clone();
+                            let handle = tokio::spawn(async move { this.partition_loop(p, recovered.states, stop_rx).await });
+                            running.insert(p, (stop, handle));
+                        }
+                    }
+                    Assignment::Revoked { partitions, release } => {
+                        for p in partitions {
+                            if let Some((stop, handle)) = running.remove(&p) {
+                                let _ = stop.send(true);
+                                handle.await.context("partition task panicked")??;
+                                tracing::info!(partition = p, "partition released");
+                            }
+                        }
+                        release.done();
+                    }
+                },
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
         };
-        let mut states = recovered.states;
-        let count = self.node.log.partition_count(topic).await?;
-        let mut tasks = JoinSet::new();
-        for p in partitions {
-            let mine: HashMap<GroupId, GroupState> = states
-                .extract_if(|g, _| chronicle_log::partition_for(g.as_str().as_bytes(), count) == p)
-                .collect();
-            let this = self.clone();
-            let shutdown = shutdown.clone();
-            tasks.spawn(async move { this.partition_loop(p, mine, shutdown).await });
+        for (_, (stop, _)) in running.iter() {
+            let _ = stop.send(true);
         }
-        while let Some(r) = tasks.join_next().await {
-            r.context("processor task panicked")??;
+        for (p, (_, handle)) in running {
+            handle
+                .await
+                .with_context(|| format!("partition {p} task panicked"))??;
         }
-        Ok(())
+        result
     }
 
     async fn partition_loop(
@@ -408,6 +462,7 @@ impl Processor {
         commit: Option<OffsetCommit>,
     ) -> anyhow::Result<()> {
         let node = &self.node;
+        let started = std::time::Instant::now();
         node.log
             .append(
                 &node.topics.graph_events,
@@ -419,6 +474,10 @@ impl Processor {
             )
             .await
             .context("appending a decision to the graph-events log")?;
+        METRICS
+            .stage_duration
+            .with_label_values(&["emit"])
+            .observe(started.elapsed().as_secs_f64());
         METRICS
             .log_appends
             .with_label_values(&["graph-events"])
@@ -472,7 +531,13 @@ impl Processor {
                 })
                 .collect();
             let mut bulk = if accepted.len() > 1 {
-                Some(decider.prepare_bulk(&state, &accepted).await)
+                let started = std::time::Instant::now();
+                let prepared = decider.prepare_bulk(&state, &accepted).await;
+                METRICS
+                    .stage_duration
+                    .with_label_values(&["extract_bulk"])
+                    .observe(started.elapsed().as_secs_f64());
+                Some(prepared)
             } else {
                 None
             };

@@ -64,19 +64,33 @@ impl Projection {
         })
     }
 
-    /// Re-indexes every record of the store when the index checkpoint is
-    /// behind the store's positions (a lost or new index directory).
-    async fn align_index(&self, positions: &Positions) -> anyhow::Result<()> {
+    /// Re-indexes the groups of every partition whose index checkpoint is
+    /// behind the store's position (a lost or new index directory, or a
+    /// partition this instance just took over) — before projecting on.
+    async fn align_index(&self, partitions: &[u32], positions: &Positions) -> anyhow::Result<()> {
         let checkpoint = self.index.checkpoint();
-        let behind = positions
+        let behind: Vec<u32> = partitions
             .iter()
-            .any(|(p, o)| checkpoint.get(p).copied().unwrap_or(0) < *o);
-        if !behind {
+            .copied()
+            .filter(|p| {
+                checkpoint.get(p).copied().unwrap_or(0) < positions.get(p).copied().unwrap_or(0)
+            })
+            .collect();
+        if behind.is_empty() {
             return Ok(());
         }
-        tracing::info!("search indices are behind the store; re-indexing from the store");
-        self.index.clear()?;
+        tracing::info!(
+            ?behind,
+            "search indices are behind the store; re-indexing those partitions' groups"
+        );
+        let count = self.log.partition_count(&self.topic).await?;
         for group in self.store.groups().await? {
+            if !behind.contains(&chronicle_log::partition_for(
+                group.as_str().as_bytes(),
+                count,
+            )) {
+                continue;
+            }
             let mut docs = Vec::new();
             for f in self.store.facts(&group).await? {
                 docs.push(fact_doc(&group, &f));
@@ -96,7 +110,11 @@ impl Projection {
             }
             self.index.upsert(docs)?;
         }
-        self.index.commit(positions)?;
+        let mut aligned = checkpoint;
+        for p in behind {
+            aligned.insert(p, positions[&p]);
+        }
+        self.index.commit(&aligned)?;
         Ok(())
     }
 
@@ -136,7 +154,9 @@ impl Projection {
     /// Durable commit: indices (with their checkpoint) first, then the store.
     async fn commit(&self, next: &Positions) -> anyhow::Result<()> {
         let started = Instant::now();
-        self.index.commit(next)?;
+        let mut checkpoint = self.index.checkpoint();
+        checkpoint.extend(next.iter().map(|(p, o)| (*p, *o)));
+        self.index.commit(&checkpoint)?;
         self.store.flush().await?;
         METRICS
             .stage_duration
@@ -173,7 +193,7 @@ impl Projection {
         let codec = EventBatchCodec::new();
         let partitions = self.partitions().await?;
         let stored = self.store.positions().await?;
-        self.align_index(&stored).await?;
+        self.align_index(&partitions, &stored).await?;
         let checkpoint = self.index.checkpoint();
         let mut next: Positions = partitions
             .iter()

@@ -586,11 +586,28 @@ impl<'n> Query<'n> {
         entity: Option<&str>,
         filters: &SearchFilters,
     ) -> Result<Vec<ResultItem>, QueryError> {
+        let entity = match entity {
+            Some(name) => Some(self.entity_named(group, name).await?.uuid),
+            None => None,
+        };
+        Ok(self
+            .facts_limited(group, entity, filters, usize::MAX)
+            .await?
+            .0)
+    }
+
+    /// Facts of a group, or of one entity (by id), filtered like search and
+    /// ordered by valid time then creation: the first `limit`, and whether
+    /// more matched (only those returned are loaded in full).
+    pub async fn facts_limited(
+        &self,
+        group: &GroupId,
+        entity: Option<Uuid>,
+        filters: &SearchFilters,
+        limit: usize,
+    ) -> Result<(Vec<ResultItem>, bool), QueryError> {
         let facts = match entity {
-            Some(name) => {
-                let e = self.entity_named(group, name).await?;
-                self.node.store.facts_of_entity(group, e.uuid).await?
-            }
+            Some(uuid) => self.node.store.facts_of_entity(group, uuid).await?,
             None => self.node.store.facts(group).await?,
         };
         let mut admitted: Vec<Fact> = facts
@@ -598,11 +615,13 @@ impl<'n> Query<'n> {
             .filter_map(|f| filters.admit_fact(f, &[], self.now))
             .collect();
         admitted.sort_by_key(|f| (f.valid_at, f.created_at, f.uuid));
+        let truncated = admitted.len() > limit;
+        admitted.truncate(limit);
         let mut out = Vec::with_capacity(admitted.len());
         for f in admitted {
             out.push(self.item(group, Loaded::Fact(f), 1.0).await?);
         }
-        Ok(out)
+        Ok((out, truncated))
     }
 
     /// Every fact about an entity over time, history included.

@@ -9,6 +9,8 @@ use anyhow::Context;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use chronicle_log::Assignment;
+
 use crate::node::Node;
 use crate::processor::{Processor, ProcessorOptions};
 use crate::projector::{Projection, ProjectorReport};
@@ -42,16 +44,73 @@ pub fn start(node: &Arc<Node>, options: ProcessorOptions) -> Running {
     };
     let projector = {
         let node = node.clone();
-        tokio::spawn(async move {
-            projection(&node)
-                .run(None, Some(rx), Some(&node.progress.projected), || {})
-                .await
-        })
+        tokio::spawn(async move { run_projector(node, rx).await })
     };
     Running {
         shutdown,
         processor: Some(processor),
         projector: Some(projector),
+    }
+}
+
+/// Runs the projector as a member of the projector group: it projects the
+/// graph-events partitions it owns (all of them in embedded mode), and on a
+/// rebalance stops, commits, releases, and resumes with its new partitions.
+pub async fn run_projector(
+    node: Arc<Node>,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<ProjectorReport> {
+    let mut membership = node
+        .log
+        .join("chronicle-projector.members", &node.topics.graph_events)
+        .await?;
+    let mut owned: std::collections::BTreeSet<u32> = Default::default();
+    let mut report = ProjectorReport::default();
+    loop {
+        let (stop, stop_rx) = watch::channel(false);
+        node.owned.send_replace(owned.clone());
+        let mut task = (!owned.is_empty()).then(|| {
+            let node = node.clone();
+            let partitions: Vec<u32> = owned.iter().copied().collect();
+            tokio::spawn(async move {
+                Projection {
+                    partitions: Some(partitions),
+                    ..projection(&node)
+                }
+                .run(None, Some(stop_rx), Some(&node.progress.projected), || {})
+                .await
+            })
+        });
+        let change = tokio::select! {
+            _ = shutdown.changed() => None,
+            change = membership.next() => Some(change?),
+            done = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
+                done.context("projector panicked")??;
+                anyhow::bail!("the projector stopped unexpectedly");
+            }
+        };
+        let _ = stop.send(true);
+        if let Some(t) = task {
+            let r = t.await.context("projector panicked")??;
+            report.records += r.records;
+            report.events_applied += r.events_applied;
+            report.dead_lettered += r.dead_lettered;
+        }
+        match change {
+            None if *shutdown.borrow() => return Ok(report),
+            None => {}
+            Some(Assignment::Assigned(ps)) => owned.extend(ps),
+            Some(Assignment::Revoked {
+                partitions,
+                release,
+            }) => {
+                for p in partitions {
+                    owned.remove(&p);
+                }
+                node.owned.send_replace(owned.clone());
+                release.done();
+            }
+        }
     }
 }
 
@@ -62,6 +121,13 @@ fn reached(progress: &BTreeMap<u32, u64>, targets: &BTreeMap<u32, u64>) -> bool 
 }
 
 impl Running {
+    /// Whether a role has stopped on its own (a server must not keep
+    /// accepting episodes nobody will process); [`Running::stop`] says why.
+    pub fn stopped(&self) -> bool {
+        self.processor.as_ref().is_none_or(|h| h.is_finished())
+            || self.projector.as_ref().is_none_or(|h| h.is_finished())
+    }
+
     /// Fails if a role stopped on its own (an error or a panic).
     async fn check_alive(&mut self) -> anyhow::Result<()> {
         if self.processor.as_ref().is_some_and(|h| h.is_finished()) {

@@ -106,6 +106,17 @@ impl StatusBoard {
             .map(|(_, s)| s.clone())
     }
 
+    /// Whether a command id is already known under a group other than
+    /// `group`. Command ids are global to the processor (a reused id is
+    /// skipped as decided), so the edge refuses such a reuse.
+    pub fn taken_by_other(&self, uuid: Uuid, group: &GroupId) -> bool {
+        self.map
+            .read()
+            .expect("status lock")
+            .get(&uuid)
+            .is_some_and(|(g, _)| g != group)
+    }
+
     /// Pending, processed and dead-lettered counts, for one group or all.
     pub fn summary(&self, group: Option<&GroupId>) -> (usize, usize, usize) {
         let map = self.map.read().expect("status lock");

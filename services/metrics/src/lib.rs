@@ -25,7 +25,10 @@ pub struct Metrics {
     pub episodes_processed: IntCounterVec,
     /// Records between a consumer's position and the partition end, by role and partition.
     pub consumer_lag: IntGaugeVec,
-    /// Duration of each pipeline stage.
+    /// Duration of each pipeline stage: `decide` (a whole decision, retries
+    /// included), `extract_bulk` (model extraction for a bulk of a group's
+    /// episodes), `emit` (appending a decision to the graph-events log),
+    /// `project_commit` (the projector committing store and indices).
     pub stage_duration: HistogramVec,
     /// Model calls made, by prompt kind.
     pub llm_calls: IntCounterVec,
@@ -64,6 +67,7 @@ pub struct Metrics {
     /// Whether this process is ready (1) or not (0).
     pub ready: IntGauge,
     names: Vec<String>,
+    histograms: Vec<String>,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[
@@ -75,6 +79,7 @@ impl Metrics {
     fn new() -> Self {
         let registry = Registry::new();
         let declared = std::cell::RefCell::new(Vec::<String>::new());
+        let histograms = std::cell::RefCell::new(Vec::<String>::new());
         let counter = |name: &str, help: &str, labels: &[&str]| {
             declared.borrow_mut().push(name.to_owned());
             let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
@@ -93,6 +98,7 @@ impl Metrics {
         };
         let histogram = |name: &str, help: &str, labels: &[&str]| {
             declared.borrow_mut().push(name.to_owned());
+            histograms.borrow_mut().push(name.to_owned());
             let h = HistogramVec::new(
                 HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
                 labels,
@@ -231,6 +237,7 @@ impl Metrics {
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect(),
+            histograms: histograms.take(),
             registry,
         }
     }
@@ -247,6 +254,12 @@ impl Metrics {
     /// Every registered metric name (for checking dashboards against code).
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    /// The histograms among [`Metrics::names`]: Prometheus exposes each as
+    /// `<name>_bucket`, `<name>_sum` and `<name>_count`.
+    pub fn histogram_names(&self) -> &[String] {
+        &self.histograms
     }
 }
 

@@ -1,5 +1,6 @@
 //! Benchmarks: figures printed as JSON, one object per line.
 
+pub mod api;
 pub mod ingest;
 pub mod log;
 pub mod search;

@@ -19,7 +19,7 @@ use chronicle_model::{
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::{EmbedderKind, ExtractorKind, Settings};
+use crate::config::{EmbedderKind, ExtractorKind, Settings, StoreUri};
 use crate::node::{Node, Ports};
 use crate::query::{Query, SearchRequest};
 
@@ -252,12 +252,16 @@ pub async fn run(
         let dir = tempfile::tempdir()?;
         let mut s = Settings::embedded(dir.path(), ExtractorKind::Offline, EmbedderKind::Hash);
         s.partitions = settings.partitions;
+        // --store scylla://... benchmarks that store; the log and indices stay local.
+        s.store = settings.store.clone();
         let ports = Ports {
             extractor: Arc::new(chronicle_engine::OfflineExtractor),
             embedder: Arc::new(embedder),
             reranker: None,
         };
         let node = Node::open_with(s, ports).await?;
+        // A ScyllaDB keyspace may hold an earlier run's projection and positions.
+        node.store.clear().await?;
         let started = Instant::now();
         let batches = generate(facts, groups, &embedder).await?;
         let generate_s = started.elapsed().as_secs_f64();
@@ -288,7 +292,15 @@ pub async fn run(
         let rebuild = started.elapsed();
         // The fold alone, from the log into a store without indices.
         let replay_dir = tempfile::tempdir()?;
-        let store = chronicle_store::EmbeddedStore::open(replay_dir.path().join("graph.redb"))?;
+        let store: Arc<dyn chronicle_store::GraphStore> = match settings.store {
+            StoreUri::Embedded => Arc::new(chronicle_store::EmbeddedStore::open(
+                replay_dir.path().join("graph.redb"),
+            )?),
+            StoreUri::Scylla { .. } => {
+                node.store.clear().await?;
+                node.store.clone()
+            }
+        };
         let started = Instant::now();
         let topic = &node.topics.graph_events;
         let codec = chronicle_codec::EventBatchCodec::new();
@@ -311,15 +323,16 @@ pub async fn run(
                         ))
                     })
                     .collect::<anyhow::Result<_>>()?;
-                chronicle_store::GraphStore::apply(&store, &batch).await?;
+                store.apply(&batch).await?;
             }
         }
-        chronicle_store::GraphStore::flush(&store).await?;
+        store.flush().await?;
         let store_only = started.elapsed();
         println!(
             "{}",
             json!({
                 "bench": "search",
+                "store": if matches!(settings.store, StoreUri::Embedded) { "embedded" } else { "scylla" },
                 "facts": facts,
                 "groups": groups,
                 "events": events,

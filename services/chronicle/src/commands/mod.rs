@@ -4,6 +4,7 @@ mod audit;
 mod demo;
 mod ingest;
 mod read;
+mod roles;
 
 use std::process::ExitCode;
 
@@ -15,7 +16,10 @@ pub use ingest::{IngestOutcome, parse_jsonl};
 
 /// Appends a JSONL file's episodes and waits until they are processed and
 /// projected (quietly; bad lines are reported on stderr).
-pub async fn ingest_file(node: &std::sync::Arc<Node>, file: &std::path::Path) -> anyhow::Result<IngestOutcome> {
+pub async fn ingest_file(
+    node: &std::sync::Arc<Node>,
+    file: &std::path::Path,
+) -> anyhow::Result<IngestOutcome> {
     ingest::run(node, file, true, false).await
 }
 
@@ -25,7 +29,11 @@ pub async fn rebuild(node: &Node) -> anyhow::Result<crate::projector::ProjectorR
 }
 
 /// Replays a node's log up to transaction time `until` into `out`.
-pub async fn replay(node: &Node, until: &str, out: &std::path::Path) -> anyhow::Result<crate::projector::ProjectorReport> {
+pub async fn replay(
+    node: &Node,
+    until: &str,
+    out: &std::path::Path,
+) -> anyhow::Result<crate::projector::ProjectorReport> {
     audit::replay(node, until, out).await
 }
 pub use read::{LogStats, log_stats};
@@ -162,7 +170,37 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             audit::replay(&*Node::open(settings).await?, &until, &out).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { .. } => anyhow::bail!("serve: the HTTP API is not part of this build yet"),
+        Command::Serve {
+            listen,
+            auth,
+            max_body_bytes,
+            ready_max_lag,
+        } => {
+            let args = crate::http::ServeArgs {
+                listen,
+                auth,
+                max_body_bytes,
+                ready_max_lag,
+            };
+            crate::http::serve(settings, args).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Processor => {
+            roles::processor(Node::open(settings).await?).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Projector => {
+            roles::projector(Node::open(settings).await?).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate {
+            replication_factor,
+            replication_map,
+        } => {
+            crate::scylla::migrate(&settings, replication_factor, replication_map.as_deref())
+                .await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench { which } => {
             match which {
                 BenchCommand::Log { records, size } => {
@@ -171,6 +209,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 BenchCommand::Ingest {
                     workload, repeat, ..
                 } => crate::bench::ingest::run(&settings, &workload, repeat).await?,
+                BenchCommand::Api {
+                    clients,
+                    requests,
+                    groups,
+                } => crate::bench::api::run(&settings, clients, requests, groups).await?,
                 BenchCommand::Search {
                     facts,
                     groups,

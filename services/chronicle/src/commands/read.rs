@@ -1,17 +1,18 @@
 //! Read commands: facts, search, timeline, stats, status.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use anyhow::Context;
 use chronicle_engine::search::SearchFilters;
 use chronicle_model::{GroupId, Timestamp};
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
-use crate::query::{Query, ResultItem, SearchRequest};
+use crate::query::{Query, QueryError, ResultItem, SearchRequest};
 use crate::style::{bold, cyan, dim, green, yellow};
 
 fn group(id: &str) -> anyhow::Result<GroupId> {
@@ -67,6 +68,33 @@ struct FactsJson<'a> {
     facts: &'a [ResultItem],
 }
 
+/// An unknown entity name, with how to find the right one.
+fn unknown_entity_hint(e: QueryError, g: &GroupId) -> anyhow::Error {
+    match e {
+        QueryError::UnknownEntity(name) => anyhow::anyhow!(
+            "no entity named `{name}` in group {g}; names match exactly (case and spacing \
+             aside): `chronicle search --group {g} --recipe NODE_HYBRID_SEARCH_RRF \"{name}\"` \
+             lists similar ones"
+        ),
+        e => e.into(),
+    }
+}
+
+/// Says on stderr when the data directory holds no episodes at all: an
+/// empty answer then more likely means a wrong `--data` than no match.
+async fn hint_if_empty(node: &Node) {
+    if let Ok(ends) = node.end_offsets(&node.topics.episodes).await
+        && ends.values().all(|e| *e == 0)
+    {
+        eprintln!(
+            "note: {} holds no episodes; ingest some with `chronicle --data {} ingest FILE.jsonl`, \
+             or point --data (or CHRONICLE_DATA) at an existing data directory",
+            node.settings.data.display(),
+            node.settings.data.display()
+        );
+    }
+}
+
 /// `chronicle facts`.
 pub async fn facts(
     node: &Node,
@@ -77,7 +105,13 @@ pub async fn facts(
 ) -> anyhow::Result<()> {
     let g = group(group_id)?;
     let filters = time_filters(t)?;
-    let facts = Query::new(node).facts(&g, entity, &filters).await?;
+    let facts = Query::new(node)
+        .facts(&g, entity, &filters)
+        .await
+        .map_err(|e| unknown_entity_hint(e, &g))?;
+    if facts.is_empty() {
+        hint_if_empty(node).await;
+    }
     if json {
         println!("{}", serde_json::to_string(&FactsJson { facts: &facts })?);
     } else if facts.is_empty() {
@@ -121,9 +155,19 @@ pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Resul
         ..time_filters(a.time)?
     };
     if let Some(name) = a.center {
-        request.center = Some(query.entity_named(&g, name).await.context("--center")?.uuid);
+        request.center = Some(
+            query
+                .entity_named(&g, name)
+                .await
+                .map_err(|e| unknown_entity_hint(e, &g))
+                .context("--center")?
+                .uuid,
+        );
     }
     let results = query.search(&g, &request).await?;
+    if results.results.is_empty() {
+        hint_if_empty(node).await;
+    }
     if json {
         println!("{}", serde_json::to_string(&results)?);
         return Ok(());
@@ -157,7 +201,10 @@ pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Resul
 /// `chronicle timeline`.
 pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let (e, facts) = Query::new(node).timeline(&g, entity).await?;
+    let (e, facts) = Query::new(node)
+        .timeline(&g, entity)
+        .await
+        .map_err(|e| unknown_entity_hint(e, &g))?;
     if json {
         #[derive(Serialize)]
         struct Timeline<'a> {
@@ -268,6 +315,9 @@ pub async fn stats(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::R
     let g = group_id.map(group).transpose()?;
     let c = node.store.counts(g.as_ref()).await?;
     let l = log_stats(node, g.as_ref()).await?;
+    if c.episodes == 0 {
+        hint_if_empty(node).await;
+    }
     let out = StatsJson {
         episodes: c.episodes,
         entities: c.entities,
@@ -317,19 +367,89 @@ struct PartitionStatus {
 
 #[derive(Serialize)]
 struct StatusJson {
+    /// The group asked about, if any.
+    group: Option<String>,
     partitions: Vec<PartitionStatus>,
+    /// Commands on the episodes log (of the group, with --group) not decided yet.
     pending: u64,
     dead_lettered: u64,
     decisions: u64,
 }
 
-/// `chronicle status`.
+/// Ids of the commands decided on the graph-events log (of one group, or all).
+async fn decided_ids(node: &Node, group: Option<&GroupId>) -> anyhow::Result<HashSet<Uuid>> {
+    let mut out = HashSet::new();
+    let topic = &node.topics.graph_events;
+    for p in 0..node.log.partition_count(topic).await? {
+        let end = node.log.end_offset(topic, p).await?;
+        let mut offset = 0;
+        while offset < end {
+            let records = node
+                .log
+                .read(topic, p, offset, 1024, Duration::ZERO)
+                .await?;
+            let Some(last) = records.last() else { break };
+            offset = last.offset + 1;
+            for r in &records {
+                if let Ok(batch) = node.events.decode(&r.payload)
+                    && group.is_none_or(|g| g == &batch.group_id)
+                {
+                    out.insert(batch.command_uuid);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Commands in `[from, end)` of an episodes partition (of one group, or
+/// all) that are not decided.
+async fn undecided(
+    node: &Node,
+    partition: u32,
+    from: u64,
+    end: u64,
+    group: Option<&GroupId>,
+    decided: &HashSet<Uuid>,
+) -> anyhow::Result<u64> {
+    let topic = &node.topics.episodes;
+    let mut count = 0;
+    let mut offset = from;
+    while offset < end {
+        let records = node
+            .log
+            .read(topic, partition, offset, 1024, Duration::ZERO)
+            .await?;
+        let Some(last) = records.last() else { break };
+        offset = last.offset + 1;
+        for r in &records {
+            if group.is_some_and(|g| g.as_str().as_bytes() != r.key.as_slice()) {
+                continue;
+            }
+            // An undecodable record is dead-lettered, not pending.
+            if let Ok(c) = node.commands.decode(&r.payload)
+                && !decided.contains(&c.uuid())
+            {
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// `chronicle status`: lag per partition, and the commands pending and
+/// dead-lettered (of one group with `--group`).
 pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
     let g = group_id.map(group).transpose()?;
     let positions = node.store.positions().await?;
+    let count = node.log.partition_count(&node.topics.episodes).await?;
+    let only = g
+        .as_ref()
+        .map(|g| chronicle_log::partition_for(g.as_str().as_bytes(), count));
+    let decided = decided_ids(node, g.as_ref()).await?;
     let mut partitions = Vec::new();
     let mut pending = 0;
-    for p in 0..node.log.partition_count(&node.topics.episodes).await? {
+    for p in (0..count).filter(|p| only.is_none_or(|o| o == *p)) {
         let end = node.log.end_offset(&node.topics.episodes, p).await?;
         let committed = node
             .log
@@ -338,7 +458,7 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
         let ge_end = node.log.end_offset(&node.topics.graph_events, p).await?;
         let projected = positions.get(&p).copied().unwrap_or(0);
         let lag = end.saturating_sub(committed.unwrap_or(0));
-        pending += lag;
+        pending += undecided(node, p, committed.unwrap_or(0), end, g.as_ref(), &decided).await?;
         partitions.push(PartitionStatus {
             partition: p,
             episodes_end: end,
@@ -351,6 +471,7 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
     }
     let l = log_stats(node, g.as_ref()).await?;
     let out = StatusJson {
+        group: g.as_ref().map(|g| g.to_string()),
         partitions,
         pending,
         dead_lettered: l.dead_lettered,
@@ -359,14 +480,26 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
     if json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
+        let whose = g
+            .as_ref()
+            .map(|g| format!("group {g}: "))
+            .unwrap_or_default();
         println!(
-            "{} decisions, {} dead-lettered, at most {} pending (uncommitted episodes across partitions)",
+            "{whose}{} decisions, {} dead-lettered, {} pending",
             out.decisions, out.dead_lettered, out.pending
         );
         for p in &out.partitions {
             println!(
                 "  partition {:>3}: processor lag {:>6}   projector lag {:>6}",
                 p.partition, p.processor_lag, p.projector_lag
+            );
+        }
+        if out.pending > 0 {
+            println!(
+                "{}",
+                dim(
+                    "pending commands are decided while a processor runs (`chronicle serve`, `chronicle ingest`, or `chronicle processor`)"
+                )
             );
         }
     }

@@ -1,0 +1,990 @@
+//! Request decoders: bytes and query strings in, validated values or a 4xx
+//! [`ApiError`] naming the field out. Pure functions (no node, no I/O) so
+//! they can be fuzzed: no input may panic or produce a 5xx.
+//!
+//! Bodies are parsed twice: once into a JSON value (syntax, top-level
+//! shape, batch or single), then into the typed request with the path of
+//! the first bad field (`episodes[2].reference_time`, `filters.as_of`).
+//! Unknown fields are rejected everywhere; a batch is accepted whole or not
+//! at all.
+
+use axum::http::StatusCode;
+use chronicle_engine::search::{self, SearchConfig, SearchFilters};
+use chronicle_model::{Attributes, FactTriple, GroupId, NewEpisode, Timestamp};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::error::ApiError;
+use crate::gateway::{EpisodeInput, MAX_NAME_CHARS, parse_group, parse_time};
+use crate::query::SearchRequest;
+
+/// Most items in one batch (episodes or triplets).
+pub const MAX_BATCH: usize = 1000;
+/// Most results per scope a search may ask for.
+pub const MAX_SEARCH_LIMIT: usize = 100;
+/// Longest search query, in characters.
+pub const MAX_QUERY_CHARS: usize = 4096;
+/// Deepest BFS a custom search configuration may ask for.
+pub const MAX_BFS_DEPTH: usize = 4;
+/// Most episodes or facts one listing returns.
+pub const MAX_LIST: usize = 1000;
+/// Episodes listed when `last_n` is not given.
+pub const DEFAULT_LAST_N: usize = 20;
+/// Facts listed when `limit` is not given.
+pub const DEFAULT_FACTS_LIMIT: usize = 100;
+/// Recipe used when a search names neither a recipe nor a configuration.
+pub const DEFAULT_RECIPE: &str = "COMBINED_HYBRID_SEARCH_RRF";
+
+/// The group id of the path.
+pub fn group(text: &str) -> Result<GroupId, ApiError> {
+    parse_group("group_id", text).map_err(ApiError::from)
+}
+
+/// A uuid path segment.
+pub fn path_uuid(field: &str, text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|e| {
+        ApiError::bad_request(
+            field,
+            format!("not a uuid ({e}); expected e.g. 67e55044-10b1-426f-9247-bb680e5fe0c8"),
+        )
+    })
+}
+
+/// An entity named by uuid or by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntityRef {
+    /// By id.
+    Uuid(Uuid),
+    /// By (normalized) name.
+    Name(String),
+}
+
+fn entity_ref(field: &str, text: &str) -> Result<EntityRef, ApiError> {
+    if let Ok(u) = Uuid::parse_str(text) {
+        return Ok(EntityRef::Uuid(u));
+    }
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            field,
+            "must be an entity uuid or name, not empty",
+        ));
+    }
+    if text.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(
+            field,
+            format!("longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(EntityRef::Name(text.to_owned()))
+}
+
+/// The top-level JSON object of a body.
+fn object(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "body",
+            "empty body; send a JSON object",
+        ));
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request("body", "expected a JSON object")),
+        Err(e) => Err(ApiError::bad_request(
+            "body",
+            format!("malformed JSON: {e}"),
+        )),
+    }
+}
+
+/// Deserializes `T`, naming the path of the first bad field.
+fn typed<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        ApiError::bad_request(field_of(&path, &message), message)
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request("body", format!("malformed JSON: {e}")))?;
+    Ok(value)
+}
+
+/// The field an error is about: the path, completed with the field a
+/// `missing field` / `duplicate field` message names.
+fn field_of(path: &str, message: &str) -> String {
+    let named = ["missing field `", "duplicate field `"]
+        .iter()
+        .find_map(|m| message.strip_prefix(m))
+        .and_then(|rest| rest.split('`').next());
+    match (path, named) {
+        (".", Some(name)) => name.to_owned(),
+        (".", None) => "body".to_owned(),
+        (p, Some(name)) => format!("{p}.{name}"),
+        (p, None) => p.to_owned(),
+    }
+}
+
+/// Prefixes the field of an item's error with its place in the batch.
+fn in_batch(list: &str, i: usize, mut e: ApiError) -> ApiError {
+    e.field = Some(match e.field {
+        Some(f) => format!("{list}[{i}].{f}"),
+        None => format!("{list}[{i}]"),
+    });
+    e
+}
+
+fn check_batch_len(list: &str, n: usize) -> Result<(), ApiError> {
+    if n == 0 {
+        return Err(ApiError::bad_request(list, "must not be empty"));
+    }
+    if n > MAX_BATCH {
+        return Err(ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            error: format!("{n} items; at most {MAX_BATCH} per request"),
+            field: Some(list.to_owned()),
+        });
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EpisodeBatch {
+    episodes: Vec<EpisodeInput>,
+}
+
+/// Decoded submissions, and whether the body was a batch.
+#[derive(Clone, Debug)]
+pub struct Submissions {
+    /// The validated episodes, in body order.
+    pub episodes: Vec<NewEpisode>,
+    /// Whether the caller sent a batch (the reply lists receipts).
+    pub batch: bool,
+    /// The batch's field: `episodes` or `triplets`.
+    pub list: &'static str,
+}
+
+/// `POST /episodes`: one episode object, or `{"episodes": [...]}`. `now`
+/// is the reference time of episodes that give none.
+pub fn episodes(group: &GroupId, body: &[u8], now: Timestamp) -> Result<Submissions, ApiError> {
+    let map = object(body)?;
+    if map.contains_key("episodes") {
+        let batch: EpisodeBatch = typed(body)?;
+        check_batch_len("episodes", batch.episodes.len())?;
+        let episodes = batch
+            .episodes
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| {
+                input
+                    .into_command(Some(group), Some(now))
+                    .map_err(|e| in_batch("episodes", i, e.into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Submissions {
+            episodes,
+            batch: true,
+            list: "episodes",
+        })
+    } else {
+        let input: EpisodeInput = typed(body)?;
+        Ok(Submissions {
+            episodes: vec![input.into_command(Some(group), Some(now))?],
+            batch: false,
+            list: "episodes",
+        })
+    }
+}
+
+/// A fact triple submitted directly (a `fact_triple` episode, no model call).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TripletInput {
+    /// Source entity name.
+    pub source: String,
+    /// Relation, e.g. `LIVES_IN`.
+    pub relation: String,
+    /// Target entity name.
+    pub target: String,
+    /// The fact as a sentence; written from the triple when absent.
+    #[serde(default)]
+    pub fact: Option<String>,
+    /// Labels of the source entity besides `Entity`.
+    #[serde(default)]
+    pub source_labels: Vec<String>,
+    /// Labels of the target entity besides `Entity`.
+    #[serde(default)]
+    pub target_labels: Vec<String>,
+    /// When the fact became true (RFC 3339); the reference time by default.
+    #[serde(default)]
+    pub valid_at: Option<String>,
+    /// When it stopped being true (RFC 3339).
+    #[serde(default)]
+    pub invalid_at: Option<String>,
+    /// When the statement was made (RFC 3339); now by default.
+    #[serde(default)]
+    pub reference_time: Option<String>,
+    /// Episode name; `source relation target` by default.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Where it came from.
+    #[serde(default)]
+    pub source_description: Option<String>,
+    /// A caller-chosen episode id (idempotent retries).
+    #[serde(default)]
+    pub uuid: Option<Uuid>,
+    /// The storyline it belongs to.
+    #[serde(default)]
+    pub saga: Option<String>,
+    /// Free-form metadata.
+    #[serde(default)]
+    pub metadata: Option<Attributes>,
+}
+
+fn name_field(field: &str, value: &str) -> Result<(), ApiError> {
+    if value.trim().is_empty() {
+        return Err(ApiError::bad_request(field, "must not be empty"));
+    }
+    if value.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(
+            field,
+            format!("longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+impl TripletInput {
+    /// Validates the triple into a `fact_triple` episode.
+    pub fn into_episode(self, group: &GroupId, now: Timestamp) -> Result<NewEpisode, ApiError> {
+        name_field("source", &self.source)?;
+        name_field("relation", &self.relation)?;
+        name_field("target", &self.target)?;
+        for (field, labels) in [
+            ("source_labels", &self.source_labels),
+            ("target_labels", &self.target_labels),
+        ] {
+            for (i, l) in labels.iter().enumerate() {
+                name_field(&format!("{field}[{i}]"), l)?;
+            }
+        }
+        if let Some(f) = &self.fact
+            && f.trim().is_empty()
+        {
+            return Err(ApiError::bad_request(
+                "fact",
+                "must not be empty when given",
+            ));
+        }
+        let valid_at = self
+            .valid_at
+            .as_deref()
+            .map(|t| parse_time("valid_at", t))
+            .transpose()?;
+        let invalid_at = self
+            .invalid_at
+            .as_deref()
+            .map(|t| parse_time("invalid_at", t))
+            .transpose()?;
+        if let (Some(v), Some(i)) = (valid_at, invalid_at)
+            && i <= v
+        {
+            return Err(ApiError::bad_request(
+                "invalid_at",
+                "must be after valid_at",
+            ));
+        }
+        let name = self.name.unwrap_or_else(|| {
+            format!("{} {} {}", self.source, self.relation, self.target)
+                .chars()
+                .take(MAX_NAME_CHARS)
+                .collect()
+        });
+        let triple = FactTriple {
+            source: self.source,
+            relation: self.relation,
+            target: self.target,
+            fact: self.fact,
+            source_labels: self.source_labels,
+            target_labels: self.target_labels,
+            valid_at,
+            invalid_at,
+        };
+        let content = serde_json::to_string(&triple)
+            .map_err(|e| ApiError::bad_request("body", format!("unencodable triple: {e}")))?;
+        let input = EpisodeInput {
+            group_id: None,
+            name: Some(name),
+            content: Some(content),
+            reference_time: self.reference_time,
+            source: Some("fact_triple".into()),
+            source_description: self.source_description,
+            uuid: self.uuid,
+            previous_episode_uuids: None,
+            saga: self.saga,
+            metadata: self.metadata,
+        };
+        input.into_command(Some(group), Some(now)).map_err(|e| {
+            // The content is ours; any fault in it is the triple's as a whole.
+            let field = if e.field == "content" {
+                "body".into()
+            } else {
+                e.field
+            };
+            ApiError::bad_request(field, e.message)
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TripletBatch {
+    triplets: Vec<TripletInput>,
+}
+
+/// `POST /triplets`: one triple object, or `{"triplets": [...]}`.
+pub fn triplets(group: &GroupId, body: &[u8], now: Timestamp) -> Result<Submissions, ApiError> {
+    let map = object(body)?;
+    if map.contains_key("triplets") {
+        let batch: TripletBatch = typed(body)?;
+        check_batch_len("triplets", batch.triplets.len())?;
+        let episodes = batch
+            .triplets
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| {
+                t.into_episode(group, now)
+                    .map_err(|e| in_batch("triplets", i, e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Submissions {
+            episodes,
+            batch: true,
+            list: "triplets",
+        })
+    } else {
+        let t: TripletInput = typed(body)?;
+        Ok(Submissions {
+            episodes: vec![t.into_episode(group, now)?],
+            batch: false,
+            list: "triplets",
+        })
+    }
+}
+
+/// The body of `POST /search`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchBody {
+    /// Free text.
+    pub query: String,
+    /// A recipe name (default `COMBINED_HYBRID_SEARCH_RRF`).
+    #[serde(default)]
+    pub recipe: Option<String>,
+    /// An explicit configuration instead of a recipe.
+    #[serde(default)]
+    pub config: Option<SearchConfig>,
+    /// What results may contain.
+    #[serde(default)]
+    pub filters: Option<SearchFilters>,
+    /// Valid time: facts true in the world at this instant (RFC 3339).
+    #[serde(default)]
+    pub as_of: Option<String>,
+    /// Transaction time: what the system knew at this instant (RFC 3339).
+    #[serde(default)]
+    pub known_at: Option<String>,
+    /// Center entity (uuid or name) for BFS and node-distance ranking.
+    #[serde(default)]
+    pub center: Option<String>,
+    /// Results per scope.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Include ended and invalidated facts.
+    #[serde(default)]
+    pub include_history: Option<bool>,
+}
+
+/// A validated search: the request (its center still to resolve).
+#[derive(Clone, Debug)]
+pub struct SearchSpec {
+    /// The request, with `center` unset.
+    pub request: SearchRequest,
+    /// The center to resolve in the group.
+    pub center: Option<EntityRef>,
+}
+
+fn time_param(field: &str, value: Option<&str>) -> Result<Option<Timestamp>, ApiError> {
+    value
+        .map(|v| parse_time(field, v).map_err(ApiError::from))
+        .transpose()
+}
+
+fn merge_time(
+    field: &str,
+    top: Option<Timestamp>,
+    inner: Option<Timestamp>,
+) -> Result<Option<Timestamp>, ApiError> {
+    match (top, inner) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            field,
+            format!("given both at the top level and in filters; give `{field}` once"),
+        )),
+        (t, i) => Ok(t.or(i)),
+    }
+}
+
+fn check_limit(field: &str, limit: usize, max: usize) -> Result<(), ApiError> {
+    if limit == 0 || limit > max {
+        return Err(ApiError::bad_request(
+            field,
+            format!("{limit} is out of range; 1..={max}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_config(c: &SearchConfig) -> Result<(), ApiError> {
+    if c.scopes().is_empty() {
+        return Err(ApiError::bad_request(
+            "config",
+            "searches nothing; set at least one of facts, entities, episodes, communities",
+        ));
+    }
+    for (scope, sc) in c.scopes() {
+        if sc.channels.is_empty() {
+            return Err(ApiError::bad_request(
+                format!("config.{}.channels", scope_key(scope)),
+                "must name at least one of bm25, cosine, bfs",
+            ));
+        }
+    }
+    check_limit("config.limit", c.limit, MAX_SEARCH_LIMIT)?;
+    if c.bfs_max_depth > MAX_BFS_DEPTH {
+        return Err(ApiError::bad_request(
+            "config.bfs_max_depth",
+            format!("{} is out of range; 0..={MAX_BFS_DEPTH}", c.bfs_max_depth),
+        ));
+    }
+    if !(0.0..=1.0).contains(&c.mmr_lambda) {
+        return Err(ApiError::bad_request(
+            "config.mmr_lambda",
+            "must be between 0 and 1",
+        ));
+    }
+    Ok(())
+}
+
+fn scope_key(scope: search::Scope) -> &'static str {
+    match scope {
+        search::Scope::Fact => "facts",
+        search::Scope::Entity => "entities",
+        search::Scope::Episode => "episodes",
+        search::Scope::Community => "communities",
+    }
+}
+
+/// `POST /search`.
+pub fn search(body: &[u8]) -> Result<SearchSpec, ApiError> {
+    object(body)?;
+    let b: SearchBody = typed(body)?;
+    if b.query.trim().is_empty() {
+        return Err(ApiError::bad_request("query", "must not be empty"));
+    }
+    if b.query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::bad_request(
+            "query",
+            format!("longer than {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    let (recipe, mut config) = match (b.recipe, b.config) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "config",
+                "give either recipe or config, not both",
+            ));
+        }
+        (None, Some(config)) => {
+            check_config(&config)?;
+            ("custom".to_owned(), config)
+        }
+        (recipe, None) => {
+            let name = recipe.unwrap_or_else(|| DEFAULT_RECIPE.to_owned());
+            match search::recipe(&name) {
+                Some(c) => (name, c),
+                None => {
+                    return Err(ApiError::bad_request(
+                        "recipe",
+                        search::SearchError::UnknownRecipe(name).to_string(),
+                    ));
+                }
+            }
+        }
+    };
+    if let Some(limit) = b.limit {
+        check_limit("limit", limit, MAX_SEARCH_LIMIT)?;
+        config.limit = limit;
+    }
+    let mut filters = b.filters.unwrap_or_default();
+    filters.as_of = merge_time(
+        "as_of",
+        time_param("as_of", b.as_of.as_deref())?,
+        filters.as_of,
+    )?;
+    filters.known_at = merge_time(
+        "known_at",
+        time_param("known_at", b.known_at.as_deref())?,
+        filters.known_at,
+    )?;
+    if let Some(h) = b.include_history {
+        filters.include_history = h;
+    }
+    let center = b
+        .center
+        .as_deref()
+        .map(|c| entity_ref("center", c))
+        .transpose()?;
+    Ok(SearchSpec {
+        request: SearchRequest {
+            query: b.query,
+            recipe,
+            config,
+            filters,
+            center: None,
+        },
+        center,
+    })
+}
+
+/// Query-string pairs, checked against the parameters a route accepts.
+fn params(
+    raw: Option<&str>,
+    allowed: &[&str],
+    repeatable: &[&str],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if !allowed.contains(&k.as_ref()) {
+            let known = if allowed.is_empty() {
+                "this route takes none".to_owned()
+            } else {
+                format!("known: {}", allowed.join(", "))
+            };
+            return Err(ApiError::bad_request(
+                k.as_ref(),
+                format!("unknown query parameter; {known}"),
+            ));
+        }
+        if !repeatable.contains(&k.as_ref()) && out.iter().any(|(x, _)| x == k.as_ref()) {
+            return Err(ApiError::bad_request(k.as_ref(), "given more than once"));
+        }
+        out.push((k.into_owned(), v.into_owned()));
+    }
+    Ok(out)
+}
+
+fn count_param(field: &str, value: &str, max: usize) -> Result<usize, ApiError> {
+    let n: usize = value.trim().parse().map_err(|_| {
+        ApiError::bad_request(field, format!("`{value}` is not a whole number; 1..={max}"))
+    })?;
+    check_limit(field, n, max)?;
+    Ok(n)
+}
+
+fn bool_param(field: &str, value: &str) -> Result<bool, ApiError> {
+    match value {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(ApiError::bad_request(field, "expected true or false")),
+    }
+}
+
+/// A route that takes no query parameters.
+pub fn no_params(raw: Option<&str>) -> Result<(), ApiError> {
+    params(raw, &[], &[]).map(|_| ())
+}
+
+/// `GET /episodes?last_n=&before=`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Most episodes returned, newest first.
+    pub last_n: usize,
+    /// Only episodes with reference time at or before this.
+    pub before: Option<Timestamp>,
+}
+
+/// Query parameters of the episode listing.
+pub const LIST_PARAMS: &[&str] = &["last_n", "before"];
+/// Query parameters of the facts listing.
+pub const FACTS_PARAMS: &[&str] = &[
+    "as_of",
+    "known_at",
+    "entity",
+    "include_history",
+    "edge_type",
+    "limit",
+];
+
+/// Parses the episode listing's query string.
+pub fn list_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
+    let mut q = ListQuery {
+        last_n: DEFAULT_LAST_N,
+        before: None,
+    };
+    for (k, v) in params(raw, LIST_PARAMS, &[])? {
+        match k.as_str() {
+            "last_n" => q.last_n = count_param("last_n", &v, MAX_LIST)?,
+            _ => q.before = time_param("before", Some(&v))?,
+        }
+    }
+    Ok(q)
+}
+
+/// `GET /facts?as_of=&known_at=&entity=&include_history=&edge_type=&limit=`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FactsQuery {
+    /// Time and relation filters.
+    pub filters: SearchFilters,
+    /// Only facts about this entity.
+    pub entity: Option<EntityRef>,
+    /// Most facts returned.
+    pub limit: usize,
+}
+
+/// Parses the facts listing's query string.
+pub fn facts_query(raw: Option<&str>) -> Result<FactsQuery, ApiError> {
+    let mut q = FactsQuery {
+        filters: SearchFilters::default(),
+        entity: None,
+        limit: DEFAULT_FACTS_LIMIT,
+    };
+    let mut edge_types = Vec::new();
+    for (k, v) in params(raw, FACTS_PARAMS, &["edge_type"])? {
+        match k.as_str() {
+            "as_of" => q.filters.as_of = time_param("as_of", Some(&v))?,
+            "known_at" => q.filters.known_at = time_param("known_at", Some(&v))?,
+            "entity" => q.entity = Some(entity_ref("entity", &v)?),
+            "include_history" => q.filters.include_history = bool_param(&k, &v)?,
+            "edge_type" => {
+                name_field("edge_type", &v)?;
+                edge_types.push(v);
+            }
+            _ => q.limit = count_param("limit", &v, MAX_LIST)?,
+        }
+    }
+    if !edge_types.is_empty() {
+        q.filters.edge_types = Some(edge_types);
+    }
+    Ok(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn g() -> GroupId {
+        GroupId::new("acme").unwrap()
+    }
+
+    fn now() -> Timestamp {
+        "2025-06-01T00:00:00Z".parse().unwrap()
+    }
+
+    fn field(r: Result<impl std::fmt::Debug, ApiError>) -> (u16, String) {
+        let e = r.unwrap_err();
+        (e.status.as_u16(), e.field.unwrap_or_default())
+    }
+
+    #[test]
+    fn episodes_single_and_batch() {
+        let one = episodes(&g(), br#"{"content":"Ada: I moved to Oslo."}"#, now()).unwrap();
+        assert!(!one.batch);
+        assert_eq!(one.episodes[0].reference_time, now(), "defaults to now");
+        let many = episodes(
+            &g(),
+            br#"{"episodes":[{"content":"a"},{"content":"b","reference_time":"2024-01-01T00:00:00Z"}]}"#,
+            now(),
+        )
+        .unwrap();
+        assert!(many.batch);
+        assert_eq!(many.episodes.len(), 2);
+    }
+
+    #[test]
+    fn episode_errors_name_the_field() {
+        let cases: &[(&[u8], u16, &str)] = &[
+            (b"", 400, "body"),
+            (b"  \n", 400, "body"),
+            (b"{", 400, "body"),
+            (b"[1,2]", 400, "body"),
+            (b"\"text\"", 400, "body"),
+            (br#"{"content":"a"} x"#, 400, "body"),
+            (br#"{"content":5}"#, 400, "content"),
+            (br#"{"content":"a","bogus":1}"#, 400, "bogus"),
+            (br#"{"content":"a","content":"b"}"#, 400, "content"),
+            (br#"{"content":"  "}"#, 400, "content"),
+            (br#"{}"#, 400, "content"),
+            (
+                br#"{"content":"a","reference_time":"soon"}"#,
+                400,
+                "reference_time",
+            ),
+            (
+                br#"{"content":"a","reference_time":"0000-01-01T00:00:00Z"}"#,
+                400,
+                "reference_time",
+            ),
+            (br#"{"content":"a","group_id":"other"}"#, 400, "group_id"),
+            (br#"{"content":"a","uuid":"nope"}"#, 400, "uuid"),
+            (br#"{"content":"a","metadata":[1]}"#, 400, "metadata"),
+            (br#"{"episodes":[]}"#, 400, "episodes"),
+            (br#"{"episodes":{}}"#, 400, "episodes"),
+            (
+                br#"{"episodes":[{"content":"a"},{"content":""}]}"#,
+                400,
+                "episodes[1].content",
+            ),
+            (
+                br#"{"episodes":[{"content":"a"},{"content":"b","x":1}]}"#,
+                400,
+                "episodes[1].x",
+            ),
+            (br#"{"episodes":[{"content":"a"}],"extra":1}"#, 400, "extra"),
+        ];
+        for (body, status, f) in cases {
+            assert_eq!(
+                field(episodes(&g(), body, now())),
+                (*status, f.to_string()),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let big = format!(
+            r#"{{"episodes":[{}]}}"#,
+            vec![r#"{"content":"a"}"#; MAX_BATCH + 1].join(",")
+        );
+        assert_eq!(
+            episodes(&g(), big.as_bytes(), now()).unwrap_err().status,
+            413
+        );
+    }
+
+    #[test]
+    fn triplets_become_fact_triple_episodes() {
+        let s = triplets(
+            &g(),
+            br#"{"source":"Ada","relation":"LIVES_IN","target":"Oslo","valid_at":"2024-01-01T00:00:00Z"}"#,
+            now(),
+        )
+        .unwrap();
+        let ep = &s.episodes[0];
+        assert_eq!(ep.source, chronicle_model::EpisodeType::FactTriple);
+        assert_eq!(ep.name, "Ada LIVES_IN Oslo");
+        let t = FactTriple::parse(&ep.content).unwrap();
+        assert_eq!(t.valid_at, Some("2024-01-01T00:00:00Z".parse().unwrap()));
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"source":"","relation":"R","target":"B"}"#, "source"),
+            (br#"{"source":"A","relation":"R"}"#, "target"),
+            (br#"{"source":"A","relation":" ","target":"B"}"#, "relation"),
+            (
+                br#"{"source":"A","relation":"R","target":"B","valid_at":"x"}"#,
+                "valid_at",
+            ),
+            (
+                br#"{"source":"A","relation":"R","target":"B","valid_at":"2024-01-02T00:00:00Z","invalid_at":"2024-01-01T00:00:00Z"}"#,
+                "invalid_at",
+            ),
+            (
+                br#"{"source":"A","relation":"R","target":"B","source_labels":[""]}"#,
+                "source_labels[0]",
+            ),
+            (
+                br#"{"triplets":[{"source":"A","relation":"R","target":"B"},{"source":"A"}]}"#,
+                "triplets[1].relation",
+            ),
+        ];
+        for (body, f) in cases {
+            assert_eq!(
+                field(triplets(&g(), body, now())),
+                (400, f.to_string()),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn search_bodies() {
+        let s = search(br#"{"query":"where does Ada live","limit":3,"as_of":"2024-06-01T00:00:00Z","center":"Ada"}"#).unwrap();
+        assert_eq!(s.request.recipe, DEFAULT_RECIPE);
+        assert_eq!(s.request.config.limit, 3);
+        assert!(s.request.filters.as_of.is_some());
+        assert_eq!(s.center, Some(EntityRef::Name("Ada".into())));
+        let custom =
+            search(br#"{"query":"q","config":{"facts":{"channels":["bm25"],"reranker":"rrf"}}}"#)
+                .unwrap();
+        assert_eq!(custom.request.recipe, "custom");
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{}"#, "query"),
+            (br#"{"query":" "}"#, "query"),
+            (br#"{"query":"q","recipe":"NOPE"}"#, "recipe"),
+            (br#"{"query":"q","limit":0}"#, "limit"),
+            (br#"{"query":"q","limit":-1}"#, "limit"),
+            (br#"{"query":"q","limit":1000}"#, "limit"),
+            (br#"{"query":"q","as_of":"x"}"#, "as_of"),
+            (br#"{"query":"q","filters":{"as_of":"x"}}"#, "filters.as_of"),
+            (
+                br#"{"query":"q","as_of":"2024-01-01T00:00:00Z","filters":{"as_of":"2024-01-01T00:00:00Z"}}"#,
+                "as_of",
+            ),
+            (br#"{"query":"q","filters":{"nope":1}}"#, "filters.nope"),
+            (br#"{"query":"q","config":{}}"#, "config"),
+            (
+                br#"{"query":"q","recipe":"EDGE_HYBRID_SEARCH_RRF","config":{}}"#,
+                "config",
+            ),
+            (
+                br#"{"query":"q","config":{"facts":{"channels":["bm25"],"reranker":"rrf"},"bfs_max_depth":99}}"#,
+                "config.bfs_max_depth",
+            ),
+            (
+                br#"{"query":"q","config":{"facts":{"channels":["x"],"reranker":"rrf"}}}"#,
+                "config.facts.channels[0]",
+            ),
+            (
+                br#"{"query":"q","config":{"facts":{"channels":[],"reranker":"rrf"}}}"#,
+                "config.facts.channels",
+            ),
+            (br#"{"query":"q","center":""}"#, "center"),
+            (br#"{"query":"q","include_history":"yes"}"#, "include_history"),
+        ];
+        for (body, f) in cases {
+            assert_eq!(
+                field(search(body)),
+                (400, f.to_string()),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn query_strings() {
+        assert_eq!(
+            list_query(Some("last_n=5&before=2025-01-01T00%3A00%3A00Z")).unwrap(),
+            ListQuery {
+                last_n: 5,
+                before: Some("2025-01-01T00:00:00Z".parse().unwrap())
+            }
+        );
+        assert_eq!(list_query(None).unwrap().last_n, DEFAULT_LAST_N);
+        let f = facts_query(Some(
+            "entity=Ada&edge_type=A&edge_type=B&include_history=true",
+        ))
+        .unwrap();
+        assert_eq!(f.entity, Some(EntityRef::Name("Ada".into())));
+        assert_eq!(f.filters.edge_types.as_ref().map(Vec::len), Some(2));
+        assert!(f.filters.include_history);
+        let cases: &[(Result<(), ApiError>, &str)] = &[
+            (list_query(Some("last_n=0")).map(drop), "last_n"),
+            (list_query(Some("last_n=abc")).map(drop), "last_n"),
+            (list_query(Some("last_n=1&last_n=2")).map(drop), "last_n"),
+            (list_query(Some("before=yesterday")).map(drop), "before"),
+            (list_query(Some("limit=3")).map(drop), "limit"),
+            (facts_query(Some("as_of=x")).map(drop), "as_of"),
+            (
+                facts_query(Some("include_history=maybe")).map(drop),
+                "include_history",
+            ),
+            (facts_query(Some("entity=")).map(drop), "entity"),
+            (facts_query(Some("limit=100000")).map(drop), "limit"),
+            (no_params(Some("x=1")), "x"),
+        ];
+        for (r, f) in cases {
+            assert_eq!(r.as_ref().unwrap_err().field.as_deref(), Some(*f));
+        }
+    }
+
+    /// JSON-ish text: fragments of valid requests, mutated.
+    fn jsonish() -> impl Strategy<Value = Vec<u8>> {
+        let atoms = prop::sample::select(vec![
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"",
+            "null",
+            "true",
+            "1",
+            "-1",
+            "1e999",
+            "\"content\"",
+            "\"episodes\"",
+            "\"triplets\"",
+            "\"query\"",
+            "\"recipe\"",
+            "\"config\"",
+            "\"filters\"",
+            "\"as_of\"",
+            "\"reference_time\"",
+            "\"source\"",
+            "\"relation\"",
+            "\"target\"",
+            "\"limit\"",
+            "\"center\"",
+            "\"uuid\"",
+            "\"2025-01-01T00:00:00Z\"",
+            "\"0000-01-01T00:00:00Z\"",
+            "\"fact_triple\"",
+            "\"json\"",
+            "\"\\u0000\"",
+            "\"facts\"",
+            "\"channels\"",
+            "\"bm25\"",
+            "\"reranker\"",
+            "\"rrf\"",
+            "\"node_distance\"",
+            "\"metadata\"",
+            "\u{fffd}",
+        ]);
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..64),
+            prop::collection::vec(atoms, 0..40).prop_map(|v| v.concat().into_bytes()),
+        ]
+    }
+
+    fn client_error(r: Result<impl Sized, ApiError>) -> Result<(), TestCaseError> {
+        if let Err(e) = r {
+            prop_assert!(e.status.is_client_error(), "{e:?}");
+            prop_assert!(e.field.is_some(), "{e:?}");
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic_nor_fail_as_server(body in jsonish(), raw in ".{0,64}") {
+            client_error(episodes(&g(), &body, now()))?;
+            client_error(triplets(&g(), &body, now()))?;
+            client_error(search(&body))?;
+            client_error(list_query(Some(&raw)))?;
+            client_error(facts_query(Some(&raw)))?;
+            client_error(no_params(Some(&raw)))?;
+            client_error(group(&raw))?;
+            client_error(path_uuid("uuid", &raw))?;
+        }
+
+        #[test]
+        fn valid_episodes_are_accepted(content in "[a-zA-Z][a-zA-Z .:]{0,200}", n in 1usize..5) {
+            let items: Vec<serde_json::Value> = (0..n)
+                .map(|i| serde_json::json!({"content": format!("{content} {i}")}))
+                .collect();
+            let body = serde_json::to_vec(&serde_json::json!({"episodes": items})).unwrap();
+            let s = episodes(&g(), &body, now()).unwrap();
+            prop_assert_eq!(s.episodes.len(), n);
+        }
+    }
+}

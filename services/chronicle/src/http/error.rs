@@ -1,0 +1,124 @@
+//! The one error shape of the API: `{"error": "...", "field": "..."}` with a
+//! status code. Client mistakes are 4xx and name the field; server faults
+//! are 5xx, logged, and never echo internals to the caller.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::gateway::InputError;
+use crate::query::QueryError;
+
+/// An API error response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    /// The status code.
+    pub status: StatusCode,
+    /// What went wrong, in words the caller can act on.
+    pub error: String,
+    /// The offending field (a JSON path such as `episodes[2].content`, a
+    /// query parameter, a path segment), when one is to blame.
+    pub field: Option<String>,
+}
+
+/// The JSON body of an error.
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a str,
+    field: Option<&'a str>,
+}
+
+impl ApiError {
+    /// An error with a status and no field.
+    pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            error: error.into(),
+            field: None,
+        }
+    }
+
+    /// 400 about a field.
+    pub fn bad_request(field: impl Into<String>, error: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            error: error.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 404: nothing with this id in the group.
+    pub fn not_found(field: impl Into<String>, error: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            error: error.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// 401: no usable token.
+    pub fn unauthorized(error: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, error)
+    }
+
+    /// 403: the token does not cover this group or this access.
+    pub fn forbidden(error: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            error: error.into(),
+            field: Some("group_id".into()),
+        }
+    }
+
+    /// 500: logged with its cause; the caller sees only that it failed.
+    pub fn internal(context: &str, cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(context, error = %cause, "request failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{context} failed on the server; see the server log"),
+        )
+    }
+
+    /// 503: a dependency (the log, the store) did not answer; retry later.
+    pub fn unavailable(context: &str, cause: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(context, error = %cause, "dependency unavailable");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{context} is unavailable right now; retry later"),
+        )
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        ApiError::bad_request(e.field, e.message)
+    }
+}
+
+impl ApiError {
+    /// A query error: the caller's fault (4xx, naming `field`) or the server's.
+    pub fn from_query(e: QueryError, field: &str) -> Self {
+        if e.is_client_error() {
+            ApiError::bad_request(field, e.to_string())
+        } else {
+            ApiError::internal("the query", &e)
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: &self.error,
+            field: self.field.as_deref(),
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

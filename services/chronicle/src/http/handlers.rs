@@ -1,0 +1,482 @@
+//! Route handlers. Each group route runs behind the scope check (see
+//! [`super::authorize`]), which puts the validated [`Scoped`] group in the
+//! request; handlers only read that group's data.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Path, RawQuery, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chronicle_engine::search::SearchError;
+use chronicle_metrics::METRICS;
+use chronicle_model::{Command, Entity, GroupId, IdKind, LogPosition, derive_named_id};
+use serde::Serialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::decode::{self, EntityRef, Submissions};
+use super::error::ApiError;
+use super::{AppState, Scoped};
+use crate::gateway::Receipt;
+use crate::node::Node;
+use crate::query::{Query, QueryError, ResultItem};
+use crate::status::CommandStatus;
+
+/// A request body read under the configured size limit; a body over the
+/// limit is a 413 naming `body`.
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(Body)
+            .map_err(|e: BytesRejection| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError {
+                        status: StatusCode::PAYLOAD_TOO_LARGE,
+                        error: "body is larger than this server accepts (--max-body-bytes); \
+                                split the batch"
+                            .into(),
+                        field: Some("body".into()),
+                    }
+                } else {
+                    ApiError::bad_request("body", format!("could not read the body: {e}"))
+                }
+            })
+    }
+}
+
+/// Where an accepted command sits, as the API reports it.
+#[derive(Serialize)]
+struct Accepted {
+    uuid: Uuid,
+    status: &'static str,
+    position: LogPosition,
+}
+
+impl From<&Receipt> for Accepted {
+    fn from(r: &Receipt) -> Self {
+        Accepted {
+            uuid: r.uuid,
+            status: "pending",
+            position: LogPosition {
+                partition: r.partition,
+                offset: r.offset,
+            },
+        }
+    }
+}
+
+async fn submit(state: &AppState, s: Submissions) -> Result<Response, ApiError> {
+    for (i, ep) in s.episodes.iter().enumerate() {
+        if state.node.status.taken_by_other(ep.uuid, &ep.group_id) {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                error: "this uuid is already used by another command; choose a fresh one \
+                        (or omit uuid to derive one from the content)"
+                    .into(),
+                field: Some(if s.batch {
+                    format!("{}[{i}].uuid", s.list)
+                } else {
+                    "uuid".into()
+                }),
+            });
+        }
+    }
+    let commands: Vec<Command> = s.episodes.into_iter().map(Command::AddEpisode).collect();
+    let receipts = state
+        .gateway
+        .submit(commands)
+        .await
+        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+    let body = if s.batch {
+        json!({ "episodes": receipts.iter().map(Accepted::from).collect::<Vec<_>>() })
+    } else {
+        let first = receipts
+            .first()
+            .ok_or_else(|| ApiError::internal("appending the episode", &"no receipt"))?;
+        serde_json::to_value(Accepted::from(first))
+            .map_err(|e| ApiError::internal("encoding the receipt", &e))?
+    };
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// `POST /v1/groups/{group_id}/episodes`.
+pub async fn post_episodes(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let s = decode::episodes(&group, &body, crate::query::now())?;
+    submit(&state, s).await
+}
+
+/// `POST /v1/groups/{group_id}/triplets`.
+pub async fn post_triplets(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let s = decode::triplets(&group, &body, crate::query::now())?;
+    submit(&state, s).await
+}
+
+#[derive(Serialize)]
+struct EpisodeStatusBody {
+    uuid: Uuid,
+    group_id: GroupId,
+    #[serde(flatten)]
+    status: CommandStatus,
+}
+
+/// `GET /v1/groups/{group_id}/episodes/{uuid}`.
+pub async fn get_episode(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, uuid)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let uuid = decode::path_uuid("uuid", &uuid)?;
+    let status = state.node.status.get(&group, uuid).ok_or_else(|| {
+        ApiError::not_found(
+            "uuid",
+            "no command with this uuid in this group; use the uuid the POST returned",
+        )
+    })?;
+    Ok(Json(EpisodeStatusBody {
+        uuid,
+        group_id: group,
+        status,
+    })
+    .into_response())
+}
+
+/// `GET /v1/groups/{group_id}/episodes?last_n=&before=`.
+pub async fn list_episodes(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let q = decode::list_query(raw.as_deref())?;
+    let episodes = state
+        .node
+        .store
+        .episodes_by_time(&group, q.before, q.last_n)
+        .await
+        .map_err(|e| ApiError::internal("listing episodes", &e))?;
+    Ok(Json(json!({ "episodes": episodes })).into_response())
+}
+
+/// `DELETE /v1/groups/{group_id}/episodes/{uuid}`: appends a retraction.
+pub async fn delete_episode(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, uuid)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let episode_uuid = decode::path_uuid("uuid", &uuid)?;
+    let known = state.node.status.get(&group, episode_uuid).is_some()
+        || state
+            .node
+            .store
+            .episode(&group, episode_uuid)
+            .await
+            .map_err(|e| ApiError::internal("looking the episode up", &e))?
+            .is_some();
+    if !known {
+        return Err(ApiError::not_found(
+            "uuid",
+            "no episode with this uuid in this group",
+        ));
+    }
+    // Deterministic: retrying the DELETE appends the same command, decided once.
+    let uuid = derive_named_id(
+        group.as_str(),
+        IdKind::Episode,
+        &format!("retract\u{0}{episode_uuid}"),
+    );
+    let receipts = state
+        .gateway
+        .submit(vec![Command::RetractEpisode {
+            uuid,
+            group_id: group,
+            episode_uuid,
+        }])
+        .await
+        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+    let receipt = receipts
+        .first()
+        .ok_or_else(|| ApiError::internal("appending the retraction", &"no receipt"))?;
+    let mut body = serde_json::to_value(Accepted::from(receipt))
+        .map_err(|e| ApiError::internal("encoding the receipt", &e))?;
+    body["episode_uuid"] = json!(episode_uuid);
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// An entity without its embedding (large, and of no use to callers).
+fn public(mut e: Entity) -> Entity {
+    e.name_embedding = None;
+    e
+}
+
+/// Resolves an entity reference in the group; `None` when it does not exist.
+async fn find_entity(
+    node: &Node,
+    group: &GroupId,
+    r: &EntityRef,
+) -> Result<Option<Entity>, ApiError> {
+    match r {
+        EntityRef::Uuid(u) => node
+            .store
+            .entity(group, *u)
+            .await
+            .map_err(|e| ApiError::internal("looking the entity up", &e)),
+        EntityRef::Name(name) => match Query::new(node).entity_named(group, name).await {
+            Ok(e) => Ok(Some(e)),
+            Err(QueryError::UnknownEntity(_)) => Ok(None),
+            Err(e) => Err(ApiError::internal("looking the entity up", &e)),
+        },
+    }
+}
+
+/// `POST /v1/groups/{group_id}/search`.
+pub async fn search(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let spec = decode::search(&body)?;
+    let mut request = spec.request;
+    if let Some(c) = &spec.center {
+        let e = find_entity(&state.node, &group, c)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("center", "no such entity in this group"))?;
+        request.center = Some(e.uuid);
+    }
+    let results = Query::new(&state.node)
+        .search(&group, &request)
+        .await
+        .map_err(|e| {
+            let field = match &e {
+                QueryError::Invalid(SearchError::NoCenter) | QueryError::UnknownEntity(_) => {
+                    "center"
+                }
+                _ if request.recipe == "custom" => "config",
+                _ => "recipe",
+            };
+            ApiError::from_query(e, field)
+        })?;
+    Ok(Json(results).into_response())
+}
+
+/// `GET /v1/groups/{group_id}/entities/{uuid}`.
+pub async fn get_entity(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, uuid)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let uuid = decode::path_uuid("uuid", &uuid)?;
+    let e = find_entity(&state.node, &group, &EntityRef::Uuid(uuid))
+        .await?
+        .ok_or_else(|| ApiError::not_found("uuid", "no entity with this uuid in this group"))?;
+    Ok(Json(public(e)).into_response())
+}
+
+#[derive(Serialize)]
+struct Timeline {
+    entity: Entity,
+    facts: Vec<ResultItem>,
+}
+
+/// `GET /v1/groups/{group_id}/entities/{uuid}/timeline`: every fact about
+/// the entity over time, history included.
+pub async fn timeline(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, uuid)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let uuid = decode::path_uuid("uuid", &uuid)?;
+    let e = find_entity(&state.node, &group, &EntityRef::Uuid(uuid))
+        .await?
+        .ok_or_else(|| ApiError::not_found("uuid", "no entity with this uuid in this group"))?;
+    let filters = chronicle_engine::search::SearchFilters {
+        include_history: true,
+        ..Default::default()
+    };
+    let (facts, _) = Query::new(&state.node)
+        .facts_limited(&group, Some(e.uuid), &filters, usize::MAX)
+        .await
+        .map_err(|e| ApiError::from_query(e, "uuid"))?;
+    Ok(Json(Timeline {
+        entity: public(e),
+        facts,
+    })
+    .into_response())
+}
+
+#[derive(Serialize)]
+struct Facts {
+    facts: Vec<ResultItem>,
+    truncated: bool,
+}
+
+/// `GET /v1/groups/{group_id}/facts?as_of=&known_at=&entity=&…`.
+pub async fn facts(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let q = decode::facts_query(raw.as_deref())?;
+    let entity = match &q.entity {
+        Some(r) => Some(
+            find_entity(&state.node, &group, r)
+                .await?
+                .ok_or_else(|| ApiError::not_found("entity", "no such entity in this group"))?
+                .uuid,
+        ),
+        None => None,
+    };
+    let (facts, truncated) = Query::new(&state.node)
+        .facts_limited(&group, entity, &q.filters, q.limit)
+        .await
+        .map_err(|e| ApiError::from_query(e, "entity"))?;
+    Ok(Json(Facts { facts, truncated }).into_response())
+}
+
+/// `GET /healthz`: the process is up.
+pub async fn healthz() -> Response {
+    Json(json!({ "status": "ok" })).into_response()
+}
+
+/// What `/readyz` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Readiness {
+    /// Whether every check passed.
+    pub ready: bool,
+    /// The log answered.
+    pub log: bool,
+    /// The store answered.
+    pub store: bool,
+    /// The processor has recovered its state (episode statuses are complete).
+    pub processor: bool,
+    /// Graph-event records not yet projected, when known.
+    pub projector_lag: Option<u64>,
+    /// The bound on `projector_lag` for readiness.
+    pub max_projector_lag: u64,
+}
+
+/// How long one readiness probe of the log or the store may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Checks the log, the store, the processor's recovery (when it runs in
+/// this process) and the projector's lag; records the outcome in
+/// `chronicle_ready`. The projector's position is the newer of what this
+/// process's projector reports and what the store has committed.
+pub async fn readiness(node: &Node, max_lag: u64, processor_in_process: bool) -> Readiness {
+    let events = tokio::time::timeout(PROBE_TIMEOUT, node.end_offsets(&node.topics.graph_events))
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let episodes_partitions = tokio::time::timeout(
+        PROBE_TIMEOUT,
+        node.log.partition_count(&node.topics.episodes),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok);
+    let stored = tokio::time::timeout(PROBE_TIMEOUT, node.store.positions())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let processor = !processor_in_process
+        || episodes_partitions.is_some_and(|n| {
+            let decided = node.progress.decided.borrow();
+            (0..n).all(|p| decided.contains_key(&p))
+        });
+    let projector_lag = match (&events, &stored) {
+        (Some(ends), Some(stored)) => {
+            let projected = node.progress.projected.borrow();
+            Some(
+                ends.iter()
+                    .map(|(p, end)| {
+                        let at = projected
+                            .get(p)
+                            .copied()
+                            .unwrap_or(0)
+                            .max(stored.get(p).copied().unwrap_or(0));
+                        end.saturating_sub(at)
+                    })
+                    .sum::<u64>(),
+            )
+        }
+        _ => None,
+    };
+    let log = events.is_some() && episodes_partitions.is_some();
+    let store = stored.is_some();
+    let ready = log && store && processor && projector_lag.is_some_and(|l| l <= max_lag);
+    METRICS.ready.set(i64::from(ready));
+    Readiness {
+        ready,
+        log,
+        store,
+        processor,
+        projector_lag,
+        max_projector_lag: max_lag,
+    }
+}
+
+/// `GET /readyz`: 200 when ready, 503 with the failing checks otherwise.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    let r = readiness(
+        &state.node,
+        state.options.ready_max_lag,
+        state.options.processor_in_process,
+    )
+    .await;
+    let status = if r.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(r)).into_response()
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+pub async fn metrics() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        METRICS.render(),
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`.
+pub async fn openapi(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        state.openapi.clone(),
+    )
+        .into_response()
+}
