@@ -116,7 +116,9 @@ impl Cluster {
             let end = log.end_offset(&topic, p).await?;
             let mut offset = 0;
             while offset < end {
-                let records = log.read(&topic, p, offset, 1000, Duration::from_secs(5)).await?;
+                let records = log
+                    .read(&topic, p, offset, 1000, Duration::from_secs(5))
+                    .await?;
                 for r in &records {
                     out.push((p, codec.decode(&r.payload).expect("decisions decode")));
                 }
@@ -337,4 +339,95 @@ async fn two_processors_split_partitions_and_one_takes_over() {
         "processor-b took over:\n{}",
         cluster.log_of("processor-b")
     );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every role its own process, reached over HTTP: episodes in through the
+/// gateway, reads through the query router, answered by the projector that
+/// owns the group's partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_and_query_route_to_the_owning_projector() {
+    let cluster = Cluster::start();
+    let (gw, pj, q) = (free_port(), free_port(), free_port());
+    let processor = cluster.spawn("processor", &["processor"]);
+    let projector = cluster.spawn(
+        "projector",
+        &["projector", "--listen", &format!("127.0.0.1:{pj}")],
+    );
+    let gateway = cluster.spawn(
+        "gateway",
+        &["gateway", "--listen", &format!("127.0.0.1:{gw}")],
+    );
+    let query = cluster.spawn("query", &["query", "--listen", &format!("127.0.0.1:{q}")]);
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({"episodes": [
+        {"name": "a1", "content": "Alice: I live in Beijing.", "reference_time": "2025-01-10T09:00:00Z"},
+        {"name": "a2", "content": "Alice: I moved to Shanghai.", "reference_time": "2025-03-01T09:00:00Z"}
+    ]});
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let accepted: serde_json::Value = loop {
+        match http
+            .post(format!("http://127.0.0.1:{gw}/v1/groups/alice/episodes"))
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(r) if r.status().as_u16() == 202 => break r.json().await.unwrap(),
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(300)).await,
+            other => panic!("gateway never accepted: {other:?}"),
+        }
+    };
+    let second = accepted["episodes"][1]["uuid"].as_str().unwrap().to_owned();
+    // The status, through the gateway, comes from the owner once it is decided.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let r = http
+            .get(format!(
+                "http://127.0.0.1:{gw}/v1/groups/alice/episodes/{second}"
+            ))
+            .send()
+            .await;
+        if let Ok(r) = r
+            && r.status().is_success()
+        {
+            let v: serde_json::Value = r.json().await.unwrap();
+            if v["status"] == "processed" {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "episode never processed");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let search =
+        serde_json::json!({"query": "Where does Alice live?", "recipe": "EDGE_HYBRID_SEARCH_RRF"});
+    let found: serde_json::Value = http
+        .post(format!("http://127.0.0.1:{q}/v1/groups/alice/search"))
+        .json(&search)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let facts: Vec<&str> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["fact"].as_str())
+        .collect();
+    assert!(facts.iter().any(|f| f.contains("Shanghai")), "{found}");
+    assert!(
+        !facts.iter().any(|f| f.contains("Beijing")),
+        "current facts only: {found}"
+    );
+    for child in [query, gateway, projector, processor] {
+        terminate(child);
+    }
 }

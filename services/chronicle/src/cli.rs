@@ -151,9 +151,43 @@ pub enum Command {
         ready_max_lag: u64,
     },
     /// Distributed mode: decide the episodes of the partitions this member is assigned (run several).
-    Processor,
-    /// Distributed mode: project the graph-events partitions this member is assigned into its store and indices.
-    Projector,
+    Processor {
+        /// Serve /healthz and /metrics here.
+        #[arg(long)]
+        metrics_listen: Option<SocketAddr>,
+    },
+    /// Distributed mode: project the graph-events partitions this member is assigned into its
+    /// store and indices, and serve their groups' API (announced on `<prefix>.owners`).
+    Projector {
+        /// Serve the API (and /metrics) here.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// The URL others reach this projector at (default http://LISTEN).
+        #[arg(long)]
+        advertise: Option<String>,
+        /// Tokens file (TOML), the same for every role.
+        #[arg(long)]
+        auth: Option<PathBuf>,
+    },
+    /// Distributed mode: accept episodes over HTTP (appended to the log); forward reads to the
+    /// projector that owns the group's partition.
+    Gateway {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Tokens file (TOML), the same for every role.
+        #[arg(long)]
+        auth: Option<PathBuf>,
+        /// Largest request body accepted, in bytes.
+        #[arg(long, default_value_t = crate::http::DEFAULT_MAX_BODY_BYTES)]
+        max_body_bytes: usize,
+    },
+    /// Distributed mode: route every group request to the projector that owns the group's partition.
+    Query {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8081")]
+        listen: SocketAddr,
+    },
     /// Benchmarks printing JSON figures.
     Bench {
         /// Which.

@@ -36,6 +36,9 @@ pub struct Projection {
     pub index: Arc<SearchIndex>,
     /// Partitions to project; all when `None` (distributed projectors own some).
     pub partitions: Option<Vec<u32>>,
+    /// Where decisions seen here are recorded (a distributed projector answers
+    /// status requests for its groups).
+    pub status: Option<std::sync::Arc<crate::status::StatusBoard>>,
 }
 
 /// Counts of one projector run.
@@ -231,13 +234,18 @@ impl Projection {
                     report.records += 1;
                     on_record();
                     match codec.decode(&r.payload) {
-                        Ok(b) => batches.push((
-                            LogPosition {
-                                partition: p,
-                                offset: r.offset,
-                            },
-                            b,
-                        )),
+                        Ok(b) => {
+                            if let Some(status) = &self.status {
+                                status.decided(&b);
+                            }
+                            batches.push((
+                                LogPosition {
+                                    partition: p,
+                                    offset: r.offset,
+                                },
+                                b,
+                            ));
+                        }
                         Err(e) => {
                             report.dead_lettered += 1;
                             let letter = crate::processor::DeadLetter {

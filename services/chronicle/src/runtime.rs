@@ -31,6 +31,7 @@ pub fn projection(node: &Node) -> Projection {
         store: node.store.clone(),
         index: node.index.clone(),
         partitions: None,
+        status: Some(node.status.clone()),
     }
 }
 

@@ -185,12 +185,28 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             crate::http::serve(settings, args).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Processor => {
-            roles::processor(Node::open(settings).await?).await?;
+        Command::Processor { metrics_listen } => {
+            roles::processor(Node::open(settings).await?, metrics_listen).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Projector => {
-            roles::projector(Node::open(settings).await?).await?;
+        Command::Projector {
+            listen,
+            advertise,
+            auth,
+        } => {
+            roles::projector(Node::open(settings).await?, listen, advertise, auth).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gateway {
+            listen,
+            auth,
+            max_body_bytes,
+        } => {
+            roles::gateway(Node::open(settings).await?, listen, auth, max_body_bytes).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Query { listen } => {
+            roles::query(Node::open(settings).await?, listen).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate {

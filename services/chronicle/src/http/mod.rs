@@ -19,6 +19,7 @@ pub mod decode;
 pub mod error;
 pub mod handlers;
 pub mod openapi;
+pub mod proxy;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -153,7 +153,16 @@ mod tests {
         let pinned = HashEmbedder::new(8).embed_one("alice bob");
         assert_eq!(
             pinned,
-            vec![-0.6585046, 0.37628832, 0.18814413, -0.5644325, -0.18814416, 0.0, -0.18814416, 0.0]
+            vec![
+                -0.6585046,
+                0.37628832,
+                0.18814413,
+                -0.5644325,
+                -0.18814416,
+                0.0,
+                -0.18814416,
+                0.0
+            ]
         );
         assert_eq!(pinned, HashEmbedder::new(8).embed_one("Alice  Bob"));
     }
