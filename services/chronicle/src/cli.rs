@@ -245,6 +245,16 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 16)]
         groups: usize,
     },
+    /// Episodes end to end through a Kafka-protocol broker (`--log kafka://…`, or in-process
+    /// with the `bench-broker` feature): rate, lag over time, per-group order.
+    Kafka {
+        /// Episodes to push through.
+        #[arg(long, default_value_t = 3000)]
+        episodes: usize,
+        /// Groups they are spread over.
+        #[arg(long, default_value_t = 30)]
+        groups: usize,
+    },
     /// Index build, search latency and rebuild rate at scale.
     Search {
         /// Fact counts to measure at.

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod ingest;
+pub mod kafka;
 pub mod log;
 pub mod search;
 

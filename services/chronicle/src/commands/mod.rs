@@ -230,6 +230,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     requests,
                     groups,
                 } => crate::bench::api::run(&settings, clients, requests, groups).await?,
+                BenchCommand::Kafka { episodes, groups } => {
+                    crate::bench::kafka::run(&settings, episodes, groups).await?
+                }
                 BenchCommand::Search {
                     facts,
                     groups,
