@@ -123,8 +123,8 @@ pub async fn dead_letter(
 pub struct Recovered {
     /// Each group's folded state.
     pub states: HashMap<GroupId, GroupState>,
-    /// Commands already decided.
-    pub decided: HashSet<Uuid>,
+    /// Commands already decided, by group (ids are only unique within a group).
+    pub decided: HashSet<(GroupId, Uuid)>,
     /// Records read.
     pub records: u64,
 }
@@ -160,7 +160,8 @@ pub async fn recover(node: &Node, partition: Option<u32>) -> anyhow::Result<Reco
                 out.records += 1;
                 match node.events.decode(&r.payload) {
                     Ok(batch) if mine(&batch.group_id) => {
-                        out.decided.insert(batch.command_uuid);
+                        out.decided
+                            .insert((batch.group_id.clone(), batch.command_uuid));
                         node.status.decided(&batch);
                         let state = out
                             .states
@@ -208,7 +209,7 @@ impl PartitionTrack {
 pub struct Processor {
     node: Arc<Node>,
     options: ProcessorOptions,
-    decided: Mutex<HashSet<Uuid>>,
+    decided: Mutex<HashSet<(GroupId, Uuid)>>,
     permits: Semaphore,
 }
 
@@ -391,7 +392,7 @@ impl Processor {
                     .decided
                     .lock()
                     .expect("decided lock")
-                    .contains(&cmd.uuid())
+                    .contains(&(g.clone(), cmd.uuid()))
                 {
                     METRICS
                         .episodes_processed
@@ -485,7 +486,7 @@ impl Processor {
         self.decided
             .lock()
             .expect("decided lock")
-            .insert(batch.command_uuid);
+            .insert((batch.group_id.clone(), batch.command_uuid));
         node.status.decided(batch);
         Ok(())
     }
@@ -546,7 +547,7 @@ impl Processor {
                     .decided
                     .lock()
                     .expect("decided lock")
-                    .contains(&a.command.uuid())
+                    .contains(&(a.command.group_id().clone(), a.command.uuid()))
                 {
                     // the same command appended twice: decided once
                     METRICS

@@ -69,7 +69,23 @@ pub async fn run_projector(
     let mut report = ProjectorReport::default();
     loop {
         let (stop, stop_rx) = watch::channel(false);
-        node.owned.send_replace(owned.clone());
+        // Announce ownership only once the indices cover the partitions (the
+        // projection publishes its positions after re-indexing a new one).
+        {
+            let (node, owned, mut projected) = (
+                node.clone(),
+                owned.clone(),
+                node.progress.projected.subscribe(),
+            );
+            let mut stop = stop_rx.clone();
+            tokio::spawn(async move {
+                let ready = |m: &BTreeMap<u32, u64>| owned.iter().all(|p| m.contains_key(p));
+                tokio::select! {
+                    r = projected.wait_for(ready) => if r.is_ok() { node.owned.send_replace(owned); },
+                    _ = stop.wait_for(|v| *v) => {}
+                }
+            });
+        }
         let mut task = (!owned.is_empty()).then(|| {
             let node = node.clone();
             let partitions: Vec<u32> = owned.iter().copied().collect();
@@ -105,10 +121,15 @@ pub async fn run_projector(
                 partitions,
                 release,
             }) => {
-                for p in partitions {
-                    owned.remove(&p);
+                for p in &partitions {
+                    owned.remove(p);
                 }
                 node.owned.send_replace(owned.clone());
+                node.progress.projected.send_modify(|m| {
+                    for p in &partitions {
+                        m.remove(p);
+                    }
+                });
                 release.done();
             }
         }

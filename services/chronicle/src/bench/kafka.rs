@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use chronicle_log::{EventLog, KafkaConfig, KafkaLog, NewRecord};
 use serde_json::json;
 
