@@ -17,6 +17,7 @@ bench:
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench search
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench communities
 
 # Format the code.
 fmt:
@@ -37,3 +38,7 @@ replay UNTIL OUT DATA=".data":
 # Distributed mode with Docker: Kafka, ScyllaDB, Prometheus, Grafana and chronicle's roles.
 up:
     docker compose -f infra/compose.yaml up -d
+
+# Opt-in: chronicle's OpenAI adapter against a real tiny LLM (llama.cpp + SmolLM2); not in CI.
+e2e-llm:
+    scripts/e2e-llm.sh
