@@ -13,14 +13,15 @@ use chronicle_engine::ports::{Embedder, Extractor, Reranker};
 use chronicle_engine::{DecideConfig, Decider, OfflineExtractor};
 use chronicle_index::SearchIndex;
 use chronicle_llm::{
-    HashEmbedder, MiniLmEmbedder, OpenAiConfig, OpenAiEmbedder, OpenAiExtractor, ResponseCache,
+    BatchingEmbedder, HashEmbedder, MiniLmEmbedder, OpenAiConfig, OpenAiEmbedder, OpenAiExtractor,
+    ResponseCache,
 };
 use chronicle_log::{EmbeddedLog, EventLog, Topics};
 use chronicle_store::{EmbeddedStore, GraphStore};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::config::{EmbedderKind, ExtractorKind, LogUri, Settings, StoreUri};
+use crate::config::{CommunityMode, EmbedderKind, ExtractorKind, LogUri, Settings, StoreUri};
 use crate::status::StatusBoard;
 
 /// The model ports a node uses.
@@ -58,14 +59,23 @@ impl Ports {
                 .clone()
                 .context("--extractor openai needs --llm-base-url")?,
         };
+        // Model embedders share calls between concurrent decisions (episodes
+        // of different groups); the hashed one has nothing to gain.
+        let batched = |e: Arc<dyn Embedder>| -> Arc<dyn Embedder> {
+            Arc::new(BatchingEmbedder::new(
+                e,
+                64,
+                std::time::Duration::from_millis(2),
+            ))
+        };
         let embedder: Arc<dyn Embedder> = match settings.embedder {
-            EmbedderKind::Minilm => Arc::new(MiniLmEmbedder::load_default().context(
+            EmbedderKind::Minilm => batched(Arc::new(MiniLmEmbedder::load_default().context(
                 "loading the MiniLM embedder (run scripts/fetch-minilm.sh once, or pass --embedder hash)",
-            )?),
+            )?)),
             EmbedderKind::Hash => Arc::new(HashEmbedder::new(384)),
-            EmbedderKind::Openai => Arc::new(OpenAiEmbedder::new(
+            EmbedderKind::Openai => batched(Arc::new(OpenAiEmbedder::new(
                 openai.as_ref().context("--embedder openai needs --llm-base-url")?.config().clone(),
-            )?),
+            )?)),
         };
         let reranker = openai.map(|x| x as Arc<dyn Reranker>);
         Ok(Ports {
@@ -170,11 +180,13 @@ impl Node {
                 .with_context(|| format!("schema file {}", path.display()))?,
             None => Ontology::default(),
         };
+        let mut config = DecideConfig::default();
+        config.communities.incremental = settings.communities == CommunityMode::Incremental;
         let decider = Arc::new(Decider::new(
             ports.extractor,
             ports.embedder,
             ontology,
-            DecideConfig::default(),
+            config,
         ));
         Ok(Arc::new(Node {
             settings,

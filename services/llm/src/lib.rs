@@ -26,8 +26,8 @@ pub mod prompts;
 pub use cache::{CacheKey, ResponseCache};
 pub use config::{DEFAULT_EMBEDDING_MODEL, DEFAULT_MODEL, OpenAiConfig, known_embedding_dim};
 pub use embed::{
-    HashEmbedder, MINILM_DIM, MINILM_MAX_TOKENS, MiniLmEmbedder, OpenAiEmbedder, cosine,
-    default_model_dir,
+    BatchingEmbedder, HashEmbedder, MINILM_DIM, MINILM_MAX_TOKENS, MiniLmEmbedder, OpenAiEmbedder,
+    cosine, default_model_dir,
 };
 pub use error::SetupError;
 pub use extractor::OpenAiExtractor;

@@ -3,12 +3,15 @@
 //! * [`OpenAiEmbedder`] — an OpenAI-compatible embeddings endpoint;
 //! * [`MiniLmEmbedder`] — all-MiniLM-L6-v2 on the CPU, no network;
 //! * [`HashEmbedder`] — hashed bag of words, for benchmarks that must leave
-//!   model cost out.
+//!   model cost out;
+//! * [`BatchingEmbedder`] — shares model calls between concurrent callers.
 
+mod batching;
 mod hash;
 mod minilm;
 mod openai;
 
+pub use batching::BatchingEmbedder;
 pub use hash::HashEmbedder;
 pub use minilm::{MINILM_DIM, MINILM_MAX_TOKENS, MiniLmEmbedder, default_model_dir};
 pub use openai::OpenAiEmbedder;
