@@ -115,6 +115,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Communities: label-propagation clusters of entities, with names and summaries.
+    Communities {
+        /// Which.
+        #[command(subcommand)]
+        which: CommunitiesCommand,
+    },
+    /// Sagas: storylines of episodes, and their summaries.
+    Saga {
+        /// Which.
+        #[command(subcommand)]
+        which: SagaCommand,
+    },
+    /// The entities and facts given episodes produced (mentions; facts
+    /// created, restated or invalidated).
+    Provenance {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// Episode uuids.
+        #[arg(required = true)]
+        episodes: Vec<String>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drop the projection and replay the graph-events log from offset 0.
     Rebuild,
     /// Build a projection as known at transaction time T into another directory.
@@ -135,7 +160,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run every role in this process with an HTTP API.
+    /// Serve the MCP tools on stdin/stdout for an MCP client that launches chronicle, with
+    /// every role in this process (logs go to stderr). See docs/mcp.md.
+    Mcp {
+        /// Tokens file (TOML, as for `serve`); the caller's token then comes from
+        /// CHRONICLE_TOKEN (or --token) and scopes every tool. Without it: unrestricted.
+        #[arg(long)]
+        auth: Option<PathBuf>,
+        /// The caller's token, with --auth (prefer the CHRONICLE_TOKEN variable: arguments
+        /// are visible to other users of the machine).
+        #[arg(long, env = "CHRONICLE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Run every role in this process with an HTTP API (and MCP at /mcp).
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -208,6 +245,58 @@ pub enum Command {
     },
 }
 
+/// `chronicle communities …`.
+#[derive(Debug, Subcommand)]
+pub enum CommunitiesCommand {
+    /// Recompute the group's communities (appends a command and waits until
+    /// it is processed), then print them.
+    Build {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the group's communities.
+    List {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `chronicle saga …`.
+#[derive(Debug, Subcommand)]
+pub enum SagaCommand {
+    /// Fold the saga's episodes newer than its watermark into its summary
+    /// (appends a command and waits until it is processed), then print it.
+    Summarize {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The saga's name.
+        saga: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a saga: its summary, watermark and episodes.
+    Show {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// The saga's name.
+        saga: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// Benchmarks.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -266,5 +355,13 @@ pub enum BenchCommand {
         /// Queries per recipe.
         #[arg(long, default_value_t = 500)]
         queries: usize,
+    },
+    /// Community builds on synthetic graphs: time and model calls of a full
+    /// build, of a rebuild after one episode and of an incremental update,
+    /// offline and against a local instant fake model that counts calls.
+    Communities {
+        /// Entity counts to measure at.
+        #[arg(long, value_delimiter = ',', default_value = "1000,20000")]
+        entities: Vec<usize>,
     },
 }

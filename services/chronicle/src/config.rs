@@ -102,6 +102,19 @@ pub enum EmbedderKind {
     Openai,
 }
 
+/// When communities are computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommunityMode {
+    /// Only on `communities build` (or its HTTP and MCP equivalents).
+    #[default]
+    Manual,
+    /// Also maintained as episodes arrive: each episode's entities join or
+    /// form communities and only their communities are re-summarized, in the
+    /// episode's own decision.
+    Incremental,
+}
+
 /// Settings shared by every command.
 #[derive(Clone, Debug, Args)]
 pub struct GlobalArgs {
@@ -138,6 +151,10 @@ pub struct GlobalArgs {
     /// Entity and edge types (JSON or YAML schema file).
     #[arg(long, global = true, env = "CHRONICLE_SCHEMA")]
     pub schema: Option<PathBuf>,
+    /// Communities: `manual` (only when built) or `incremental` (also
+    /// maintained as episodes are processed).
+    #[arg(long, global = true, value_enum, env = "CHRONICLE_COMMUNITIES")]
+    pub communities: Option<CommunityMode>,
     /// TOML file with any of these settings (flags and variables win).
     #[arg(long, global = true, env = "CHRONICLE_CONFIG")]
     pub config: Option<PathBuf>,
@@ -158,6 +175,7 @@ struct FileConfig {
     llm_base_url: Option<String>,
     llm_model: Option<String>,
     schema: Option<PathBuf>,
+    communities: Option<CommunityMode>,
 }
 
 /// Resolved settings.
@@ -185,6 +203,8 @@ pub struct Settings {
     pub llm_model: Option<String>,
     /// Ontology file.
     pub schema: Option<PathBuf>,
+    /// When communities are computed.
+    pub communities: CommunityMode,
 }
 
 impl GlobalArgs {
@@ -258,6 +278,7 @@ impl GlobalArgs {
             llm_base_url,
             llm_model: self.llm_model.clone().or(file.llm_model),
             schema: self.schema.clone().or(file.schema),
+            communities: self.communities.or(file.communities).unwrap_or_default(),
         })
     }
 }
@@ -297,6 +318,7 @@ impl Settings {
             llm_base_url: None,
             llm_model: None,
             schema: None,
+            communities: CommunityMode::Manual,
         }
     }
 }

@@ -202,6 +202,16 @@ impl EpisodeInput {
     }
 }
 
+/// The id of the retraction of an episode. Derived, not random: retrying a
+/// retraction (over HTTP or MCP) appends the same command, which is decided once.
+pub fn retraction_id(group: &GroupId, episode_uuid: Uuid) -> Uuid {
+    derive_named_id(
+        group.as_str(),
+        IdKind::Episode,
+        &format!("retract\u{0}{episode_uuid}"),
+    )
+}
+
 /// Where an accepted command landed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Receipt {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod gateway;
 pub mod http;
 pub mod kafka;
+pub mod mcp;
 pub mod node;
 pub mod processor;
 pub mod projector;

@@ -638,6 +638,63 @@ impl<'n> Query<'n> {
         let items = self.facts(group, Some(entity), &filters).await?;
         Ok((e, items))
     }
+
+    /// What episodes produced (graphiti's `get_nodes_and_edges_by_episode`):
+    /// the entities they mention and the facts they created, restated or
+    /// invalidated (whatever their validity now), each once, in the order
+    /// the episodes list them. Episodes not in the group's graph (unknown,
+    /// not yet projected, retracted) contribute nothing and are left out
+    /// of [`EpisodeProducts::episodes`].
+    pub async fn produced_by(
+        &self,
+        group: &GroupId,
+        episodes: &[Uuid],
+    ) -> Result<EpisodeProducts, QueryError> {
+        let store = &self.node.store;
+        let mut out = EpisodeProducts::default();
+        let (mut entity_ids, mut fact_ids) = (Vec::new(), Vec::new());
+        let (mut seen_entities, mut seen_facts) = (BTreeSet::new(), BTreeSet::new());
+        for &u in episodes {
+            let Some(episode) = store.episode(group, u).await? else {
+                continue;
+            };
+            out.episodes.push(u);
+            for e in store.mentions(group, u).await? {
+                if seen_entities.insert(e) {
+                    entity_ids.push(e);
+                }
+            }
+            for f in episode.entity_edges {
+                if seen_facts.insert(f) {
+                    fact_ids.push(f);
+                }
+            }
+        }
+        for u in entity_ids {
+            if let Some(e) = store.entity(group, u).await? {
+                out.entities
+                    .push(self.item(group, Loaded::Entity(e), 1.0).await?);
+            }
+        }
+        for u in fact_ids {
+            if let Some(f) = store.fact(group, u).await? {
+                out.facts
+                    .push(self.item(group, Loaded::Fact(f), 1.0).await?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What episodes produced; see [`Query::produced_by`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EpisodeProducts {
+    /// The episodes found in the group's graph, of those asked for.
+    pub episodes: Vec<Uuid>,
+    /// Entities they mention.
+    pub entities: Vec<ResultItem>,
+    /// Facts they created, restated or invalidated.
+    pub facts: Vec<ResultItem>,
 }
 
 /// BFS reach: hop counts of entities and facts, in discovery order.
@@ -676,6 +733,119 @@ impl Hops {
                 .collect(),
             Scope::Episode => BTreeMap::new(),
         }
+    }
+}
+
+/// A community as read back: its members by id and name (no embedding).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CommunityView {
+    /// Its id.
+    pub uuid: Uuid,
+    /// Its name (its most central members).
+    pub name: String,
+    /// What its members have in common.
+    pub summary: String,
+    /// Its members.
+    pub members: Vec<Member>,
+    /// Transaction time it was first built.
+    pub created_at: Timestamp,
+}
+
+/// An entity of a community, or an episode of a saga, by id and name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// Its id.
+    pub uuid: Uuid,
+    /// Its name (empty when it no longer exists).
+    pub name: String,
+}
+
+/// A saga as read back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SagaView {
+    /// Its id (derived from the group and the name).
+    pub uuid: Uuid,
+    /// Its name.
+    pub name: String,
+    /// The summary of the episodes absorbed so far.
+    pub summary: String,
+    /// Reference time of the newest episode the summary absorbed.
+    pub last_summarized_episode_valid_at: Option<Timestamp>,
+    /// Its episodes in link order (`HAS_EPISODE`; consecutive ones are `NEXT_EPISODE`).
+    pub episodes: Vec<SagaEpisode>,
+    /// Transaction time it was first linked.
+    pub created_at: Timestamp,
+}
+
+/// One episode of a saga.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SagaEpisode {
+    /// Its id.
+    pub uuid: Uuid,
+    /// Its name.
+    pub name: String,
+    /// Its reference time.
+    pub valid_at: Timestamp,
+}
+
+impl Query<'_> {
+    /// The group's communities, largest first (then by name).
+    pub async fn communities(&self, group: &GroupId) -> Result<Vec<CommunityView>, QueryError> {
+        let store = &self.node.store;
+        let mut out = Vec::new();
+        for c in store.communities(group).await? {
+            let mut members = Vec::with_capacity(c.members.len());
+            for m in &c.members {
+                let name = store.entity(group, *m).await?.map(|e| e.name);
+                members.push(Member {
+                    uuid: *m,
+                    name: name.unwrap_or_default(),
+                });
+            }
+            out.push(CommunityView {
+                uuid: c.uuid,
+                name: c.name,
+                summary: c.summary,
+                members,
+                created_at: c.created_at,
+            });
+        }
+        out.sort_by(|a, b| {
+            b.members
+                .len()
+                .cmp(&a.members.len())
+                .then_with(|| a.name.cmp(&b.name))
+                .then(a.uuid.cmp(&b.uuid))
+        });
+        Ok(out)
+    }
+
+    /// A saga by name; `None` when the group has none of that name.
+    pub async fn saga(&self, group: &GroupId, name: &str) -> Result<Option<SagaView>, QueryError> {
+        let store = &self.node.store;
+        let uuid =
+            chronicle_model::derive_named_id(group.as_str(), chronicle_model::IdKind::Saga, name);
+        let Some(saga) = store.saga(group, uuid).await? else {
+            return Ok(None);
+        };
+        let mut episodes = Vec::with_capacity(saga.episodes.len());
+        for u in &saga.episodes {
+            if let Some(e) = store.episode(group, *u).await? {
+                episodes.push(SagaEpisode {
+                    uuid: e.uuid,
+                    name: e.name,
+                    valid_at: e.valid_at,
+                });
+            }
+        }
+        Ok(Some(SagaView {
+            uuid: saga.uuid,
+            name: saga.name,
+            summary: saga.summary,
+            last_summarized_episode_valid_at: saga.last_summarized_episode_valid_at,
+            episodes,
+            created_at: saga.created_at,
+        }))
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chronicle::gateway::Gateway;
-use chronicle_model::{Command, GroupId};
+use chronicle_model::{Command, EpisodeType, GroupId, NewEpisode};
 use http_support::{TestServer, conforms, start};
 use proptest::prelude::*;
 use reqwest::{Method, StatusCode};
@@ -36,6 +36,11 @@ const EXPECTED_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/groups/{group_id}/entities/{uuid}/timeline"),
     ("get", "/v1/groups/{group_id}/facts"),
     ("post", "/v1/groups/{group_id}/triplets"),
+    ("get", "/v1/groups/{group_id}/episodes/{uuid}/graph"),
+    ("post", "/v1/groups/{group_id}/communities/build"),
+    ("get", "/v1/groups/{group_id}/communities"),
+    ("get", "/v1/groups/{group_id}/sagas/{name}"),
+    ("post", "/v1/groups/{group_id}/sagas/{name}/summarize"),
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
@@ -96,8 +101,8 @@ async fn every_route_answers_as_documented() {
             "/v1/groups/acme/episodes",
             Some(TOKEN),
             &json!({"episodes": [
-                {"name": "one", "content": "Ada: I moved to Oslo.", "reference_time": "2025-01-01T00:00:00Z"},
-                {"name": "two", "content": "Ada lives in Lima.", "reference_time": "2025-03-01T00:00:00Z"},
+                {"name": "one", "content": "Ada: I moved to Oslo.", "reference_time": "2025-01-01T00:00:00Z", "saga": "trip"},
+                {"name": "two", "content": "Ada lives in Lima.", "reference_time": "2025-03-01T00:00:00Z", "saga": "trip"},
             ]}),
         )
         .await;
@@ -156,7 +161,8 @@ async fn every_route_answers_as_documented() {
         };
         let path = template
             .replace("{group_id}", "acme")
-            .replace("{uuid}", uuid);
+            .replace("{uuid}", uuid)
+            .replace("{name}", "trip");
         let body = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
             .as_str()
             .and_then(|r| example_body(r.trim_start_matches("#/components/schemas/")));
@@ -245,13 +251,22 @@ async fn episodes_go_from_pending_to_processed_or_dead_lettered() {
         .json();
     assert_eq!(again["uuid"], uuid.as_str());
 
-    // A command the processor cannot decide is dead-lettered with its reason.
+    // A command the processor cannot decide is dead-lettered with its reason
+    // (here a triple the gateway would have refused: appended behind its back).
     let poison = Uuid::new_v4();
     Gateway::new(s.server.node().clone())
-        .submit(vec![Command::BuildCommunities {
+        .submit(vec![Command::AddEpisode(NewEpisode {
             uuid: poison,
             group_id: GroupId::new("acme").expect("group"),
-        }])
+            name: "poison".into(),
+            content: "not a triple".into(),
+            source: EpisodeType::FactTriple,
+            source_description: String::new(),
+            reference_time: "2025-01-01T00:00:00Z".parse().expect("time"),
+            previous_episode_uuids: None,
+            saga: None,
+            metadata: Default::default(),
+        })])
         .await
         .expect("appended");
     let dead = decided(&s, &poison.to_string()).await;
@@ -719,4 +734,156 @@ async fn readiness_needs_a_recovered_processor_and_a_close_projector() {
     let r = readiness(&node, 0, false).await;
     assert_eq!((r.ready, r.projector_lag), (false, Some(1)));
     assert!(readiness(&node, 1, false).await.ready);
+}
+
+/// Summarizes acme's saga `trip` over HTTP and waits for the decision.
+async fn summarize(s: &TestServer) {
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/groups/acme/sagas/trip/summarize",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    let done = decided(s, r.json()["uuid"].as_str().expect("uuid")).await;
+    assert_eq!(done["status"], "processed", "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn communities_sagas_and_provenance() {
+    let mut s = start(None, None).await;
+    let posted = s
+        .post(
+            "/v1/groups/acme/episodes",
+            None,
+            &json!({"episodes": [
+                {"content": "Ada Stone lives in Oslo.", "reference_time": "2025-01-10T00:00:00Z", "saga": "trip"},
+                {"content": "Ada Stone works at Initech.", "reference_time": "2025-02-10T00:00:00Z", "saga": "trip"},
+                {"content": "Ben Okafor works at Initech. Ben Okafor lives in Oslo.", "reference_time": "2025-02-11T00:00:00Z"},
+            ]}),
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::ACCEPTED, "{}", posted.text);
+    let works = posted.json()["episodes"][1]["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    s.settle().await;
+
+    // Communities: built by a command, listed, found by search.
+    let empty = s.get("/v1/groups/acme/communities", None).await.json();
+    assert_eq!(empty, json!({"communities": []}));
+    let build = s
+        .send(
+            Method::POST,
+            "/v1/groups/acme/communities/build",
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(build.status, StatusCode::ACCEPTED, "{}", build.text);
+    let done = decided(&s, build.json()["uuid"].as_str().expect("uuid")).await;
+    assert_eq!(done["status"], "processed", "{done}");
+    s.settle().await;
+    let listed = s.get("/v1/groups/acme/communities", None).await.json();
+    let communities = listed["communities"].as_array().expect("list");
+    assert_eq!(communities.len(), 1, "{listed}");
+    let mut members: Vec<&str> = communities[0]["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| m["name"].as_str().expect("name"))
+        .collect();
+    members.sort();
+    assert_eq!(members, ["Ada Stone", "Ben Okafor", "Initech", "Oslo"]);
+    let found = s
+        .post(
+            "/v1/groups/acme/search",
+            None,
+            &json!({"query": "Initech", "recipe": "COMMUNITY_HYBRID_SEARCH_RRF"}),
+        )
+        .await
+        .json();
+    assert_eq!(found["results"][0]["kind"], "community", "{found}");
+    assert_eq!(found["results"][0]["uuid"], communities[0]["uuid"]);
+
+    // Sagas: the watermark advances to the newest absorbed episode.
+    summarize(&s).await;
+    s.settle().await;
+    let saga = s.get("/v1/groups/acme/sagas/trip", None).await.json();
+    assert_eq!(
+        saga["last_summarized_episode_valid_at"],
+        "2025-02-10T00:00:00Z"
+    );
+    assert!(
+        saga["summary"]
+            .as_str()
+            .is_some_and(|t| t.contains("Initech")),
+        "{saga}"
+    );
+    let more = s
+        .post(
+            "/v1/groups/acme/episodes",
+            None,
+            &json!({"episodes": [
+                {"content": "Ada Stone moved to Lima.", "reference_time": "2025-03-10T00:00:00Z", "saga": "trip"},
+                {"content": "Ada Stone likes chess.", "reference_time": "2025-01-01T00:00:00Z", "saga": "trip"},
+            ]}),
+        )
+        .await;
+    assert_eq!(more.status, StatusCode::ACCEPTED, "{}", more.text);
+    s.settle().await;
+    summarize(&s).await;
+    s.settle().await;
+    let saga = s.get("/v1/groups/acme/sagas/trip", None).await.json();
+    assert_eq!(
+        saga["last_summarized_episode_valid_at"],
+        "2025-03-10T00:00:00Z"
+    );
+    let summary = saga["summary"].as_str().expect("summary");
+    assert!(
+        summary.contains("Lima") && !summary.contains("chess"),
+        "{saga}"
+    );
+    assert_eq!(saga["episodes"].as_array().map(Vec::len), Some(4));
+    for path in [
+        "/v1/groups/acme/sagas/nope",
+        "/v1/groups/acme/sagas/nope/summarize",
+    ] {
+        let method = if path.ends_with("summarize") {
+            Method::POST
+        } else {
+            Method::GET
+        };
+        let r = s.send(method, path, None, None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text);
+        assert_eq!(r.json()["field"], "name");
+    }
+
+    // Provenance: what one episode produced.
+    let graph = s
+        .get(&format!("/v1/groups/acme/episodes/{works}/graph"), None)
+        .await
+        .json();
+    let mut names: Vec<&str> = graph["entities"]
+        .as_array()
+        .expect("entities")
+        .iter()
+        .map(|e| e["name"].as_str().expect("name"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["Ada Stone", "Initech"], "{graph}");
+    assert_eq!(graph["facts"][0]["fact"], "Ada Stone works at Initech");
+    assert_eq!(graph["episodes"], json!([works]));
+    let unknown = s
+        .get(
+            &format!("/v1/groups/acme/episodes/{}/graph", Uuid::new_v4()),
+            None,
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    assert_eq!(unknown.json()["field"], "uuid");
+    s.stop().await;
 }

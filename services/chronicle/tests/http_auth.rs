@@ -78,7 +78,8 @@ async fn group_routes(
             };
             let path = template
                 .replace("{group_id}", group)
-                .replace("{uuid}", uuid);
+                .replace("{uuid}", uuid)
+                .replace("{name}", "trip");
             let access = op["x-chronicle-access"]
                 .as_str()
                 .expect("group routes state their access")
@@ -91,7 +92,7 @@ async fn group_routes(
             ));
         }
     }
-    assert_eq!(out.len(), 9, "every group route is walked");
+    assert_eq!(out.len(), 14, "every group route is walked");
     out
 }
 
@@ -111,7 +112,7 @@ async fn seed(s: &mut TestServer) -> (String, String) {
         .post(
             "/v1/groups/acme/episodes",
             Some(ACME_RW),
-            &json!({"content": "Zorblax: I moved to Quarnville.", "reference_time": "2025-01-01T00:00:00Z"}),
+            &json!({"content": "Zorblax: I moved to Quarnville.", "reference_time": "2025-01-01T00:00:00Z", "saga": "trip"}),
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);

@@ -38,6 +38,7 @@ use chronicle_model::{
 use thiserror::Error;
 use uuid::Uuid;
 
+use crate::communities::{CommunityConfig, EpisodeDelta};
 use crate::ontology::{Cardinality, Ontology};
 use crate::ports::{
     AmbiguousEntity, CandidateEntity, CandidateFact, ContextEpisode, Embedder,
@@ -62,7 +63,12 @@ pub struct DecideConfig {
     /// Candidates per ambiguous entity.
     pub max_candidates: usize,
     /// Longest summary kept by concatenation; longer ones are summarized.
+    /// Also the length of community summaries.
     pub summary_max_chars: usize,
+    /// Longest saga summary.
+    pub saga_summary_max_chars: usize,
+    /// Community detection and maintenance.
+    pub communities: CommunityConfig,
 }
 
 impl Default for DecideConfig {
@@ -74,6 +80,8 @@ impl Default for DecideConfig {
             embedding_candidate: 0.88,
             max_candidates: 5,
             summary_max_chars: 500,
+            saga_summary_max_chars: 1000,
+            communities: CommunityConfig::default(),
         }
     }
 }
@@ -95,9 +103,6 @@ pub enum DecideError {
         /// Texts sent.
         want: usize,
     },
-    /// The command kind is not decided by this pipeline.
-    #[error("{0} commands are not supported by this processor")]
-    Unsupported(&'static str),
 }
 
 /// The resolution tiers, for stats and metrics.
@@ -235,6 +240,11 @@ impl Decider {
         &self.extractor
     }
 
+    /// The tunables in use.
+    pub fn config(&self) -> &DecideConfig {
+        &self.config
+    }
+
     /// Decides one command against the group's current state.
     pub async fn decide(
         &self,
@@ -273,11 +283,25 @@ impl Decider {
                 };
                 EventBatch::new(*uuid, group_id.clone(), *tx_time, *source, kinds)
             }
-            Command::BuildCommunities { .. } => {
-                return Err(DecideError::Unsupported("build_communities"));
+            Command::BuildCommunities { uuid, group_id } => {
+                let mut stats = DecisionStats::default();
+                let kinds = self
+                    .build_communities(state, group_id, *uuid, *tx_time, &mut stats)
+                    .await?;
+                let mut batch = EventBatch::new(*uuid, group_id.clone(), *tx_time, *source, kinds);
+                batch.stats = Some(stats);
+                batch
             }
-            Command::SummarizeSaga { .. } => {
-                return Err(DecideError::Unsupported("summarize_saga"));
+            Command::SummarizeSaga {
+                uuid,
+                group_id,
+                saga,
+            } => {
+                let mut stats = DecisionStats::default();
+                let kinds = self.summarize_saga(state, saga, &mut stats).await?;
+                let mut batch = EventBatch::new(*uuid, group_id.clone(), *tx_time, *source, kinds);
+                batch.stats = Some(stats);
+                batch
             }
         };
         if let Some(stats) = batch.stats.as_mut() {
@@ -432,13 +456,13 @@ impl Decider {
         Ok(x)
     }
 
-    fn count_call(&self, stats: &mut DecisionStats, kind: PromptKind) {
+    pub(crate) fn count_call(&self, stats: &mut DecisionStats, kind: PromptKind) {
         if self.extractor.is_model() {
             *stats.llm_calls.entry(kind.as_str().to_owned()).or_default() += 1;
         }
     }
 
-    async fn embed(
+    pub(crate) async fn embed(
         &self,
         texts: Vec<String>,
         stats: &mut DecisionStats,
@@ -708,6 +732,24 @@ impl Decider {
             }
         }
 
+        // Communities of the episode's entities, as the graph will be after it.
+        let community_kinds = if self.config.communities.incremental {
+            let delta = EpisodeDelta {
+                mentioned: &uuid_of,
+                created: &facts.created,
+                ended: facts.invalidated.keys().copied().collect(),
+                new_entities: &new_entities,
+                summaries: updates
+                    .iter()
+                    .filter_map(|(u, p)| Some((*u, p.summary.as_deref()?)))
+                    .collect(),
+            };
+            self.maintain_communities(state, group, ep.uuid, tx, &delta, &mut stats)
+                .await?
+        } else {
+            Vec::new()
+        };
+
         // Events.
         let mut entity_edges: Vec<Uuid> = Vec::new();
         for u in facts
@@ -793,6 +835,7 @@ impl Decider {
                     .and_then(|s| s.episodes.last().copied()),
             });
         }
+        kinds.extend(community_kinds);
         let mut batch = EventBatch::new(ep.uuid, group.clone(), tx, source, kinds);
         batch.stats = Some(stats);
         Ok(batch)

@@ -621,3 +621,533 @@ async fn bulk_equals_sequential() {
         }
     }
 }
+
+// ---- Communities and sagas ----
+
+fn decider_with(extractor: Arc<dyn Extractor>, incremental: bool) -> Decider {
+    let mut config = DecideConfig::default();
+    config.communities.incremental = incremental;
+    Decider::new(
+        extractor,
+        Arc::new(TrigramEmbedder),
+        Default::default(),
+        config,
+    )
+}
+
+fn build(g: &GroupId, n: u128, at: &str) -> Accepted {
+    Accepted {
+        command: Command::BuildCommunities {
+            uuid: Uuid::from_u128(n),
+            group_id: g.clone(),
+        },
+        tx_time: ts(at),
+        source: None,
+    }
+}
+
+fn summarize_saga(g: &GroupId, n: u128, saga: &str, at: &str) -> Accepted {
+    Accepted {
+        command: Command::SummarizeSaga {
+            uuid: Uuid::from_u128(n),
+            group_id: g.clone(),
+            saga: saga.into(),
+        },
+        tx_time: ts(at),
+        source: None,
+    }
+}
+
+/// Decides and applies one command; returns its batch.
+async fn step(d: &Decider, s: &mut GroupState, a: &Accepted) -> chronicle_model::EventBatch {
+    let batch = d.decide(s, a).await.expect("decides");
+    apply_batch(s, &batch);
+    batch
+}
+
+/// The community events of a batch, by kind name, with member names.
+fn community_events(s: &GroupState, b: &chronicle_model::EventBatch) -> Vec<(String, Vec<String>)> {
+    use chronicle_model::EventKind;
+    b.events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::CommunityBuilt { community } | EventKind::CommunityUpdated { community } => {
+                let mut names: Vec<String> = community
+                    .members
+                    .iter()
+                    .map(|m| s.get_entity(m).map_or("?".into(), |x| x.name.clone()))
+                    .collect();
+                names.sort();
+                Some((e.kind.name().to_owned(), names))
+            }
+            EventKind::CommunityDissolved { community_uuid } => {
+                Some((e.kind.name().to_owned(), vec![community_uuid.to_string()]))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const CLUSTER_A: [&str; 2] = [
+    "Ada Stone works at Initech. Ada Stone lives in Oslo.",
+    "Ben Okafor works at Initech. Ben Okafor lives in Oslo.",
+];
+const CLUSTER_B: [&str; 2] = [
+    "Cleo Ruiz works at Globex. Cleo Ruiz lives in Lima.",
+    "Dev Patel works at Globex. Dev Patel lives in Lima.",
+];
+
+async fn two_clusters(d: &Decider, g: &GroupId) -> GroupState {
+    let mut s = GroupState::new(g.clone());
+    let texts = CLUSTER_A.iter().chain(&CLUSTER_B);
+    let items: Vec<Accepted> = texts
+        .enumerate()
+        .map(|(i, t)| {
+            episode(
+                g,
+                100 + i as u128,
+                t,
+                &format!("2024-01-{:02}T00:00:00Z", i + 1),
+            )
+        })
+        .collect();
+    run(d, &mut s, &items).await;
+    s
+}
+
+fn names(v: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn two_clear_clusters_become_two_communities_deterministically() {
+    let g = group("clusters");
+    let d = offline();
+    let mut s = two_clusters(&d, &g).await;
+    let first = d
+        .decide(&s, &build(&g, 900, "2024-02-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let again = d
+        .decide(&s, &build(&g, 900, "2024-02-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let strip = |mut b: chronicle_model::EventBatch| {
+        b.stats = None;
+        b
+    };
+    assert_eq!(strip(first.clone()), strip(again), "deterministic");
+    assert_eq!(
+        community_events(&s, &first),
+        vec![
+            (
+                "community_built".into(),
+                names(&["Ada Stone", "Ben Okafor", "Initech", "Oslo"])
+            ),
+            (
+                "community_built".into(),
+                names(&["Cleo Ruiz", "Dev Patel", "Globex", "Lima"])
+            ),
+        ]
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+    assert!(
+        first.stats.as_ref().unwrap().llm_calls.is_empty(),
+        "offline: no model calls"
+    );
+    apply_batch(&mut s, &first);
+    let communities: Vec<_> = s.communities().cloned().collect();
+    assert_eq!(communities.len(), 2);
+    for c in &communities {
+        assert!(c.name_embedding.is_some(), "names are embedded for search");
+        assert_eq!(c.created_at, ts("2024-02-01T00:00:00Z"));
+        // Named after three central members (equally central here: by name).
+        let member_names: Vec<&str> = c
+            .members
+            .iter()
+            .map(|m| s.get_entity(m).unwrap().name.as_str())
+            .collect();
+        let named: Vec<&str> = c.name.split(", ").collect();
+        assert_eq!(named.len(), 3, "{}", c.name);
+        assert!(named.iter().all(|n| member_names.contains(n)), "{}", c.name);
+        // Offline: an extractive summary of the internal facts.
+        let employer = if member_names.contains(&"Initech") {
+            "works at Initech"
+        } else {
+            "works at Globex"
+        };
+        assert!(c.summary.contains(employer), "{}", c.summary);
+    }
+
+    // Nothing changed: a rebuild decides nothing.
+    let unchanged = step(&d, &mut s, &build(&g, 901, "2024-02-02T00:00:00Z")).await;
+    assert!(unchanged.events.is_empty(), "{:?}", unchanged.events);
+
+    // A new member for one cluster: only that community is updated, same id.
+    let a_uuid = s
+        .communities()
+        .find(|c| c.summary.contains("Initech"))
+        .unwrap()
+        .uuid;
+    step(
+        &d,
+        &mut s,
+        &episode(
+            &g,
+            110,
+            "Eli Novak works at Initech.",
+            "2024-02-03T00:00:00Z",
+        ),
+    )
+    .await;
+    let grown = step(&d, &mut s, &build(&g, 902, "2024-02-04T00:00:00Z")).await;
+    assert_eq!(
+        community_events(&s, &grown),
+        vec![(
+            "community_updated".into(),
+            names(&["Ada Stone", "Ben Okafor", "Eli Novak", "Initech", "Oslo"])
+        )]
+    );
+    let a = s.get_community(&a_uuid).expect("kept its id");
+    assert_eq!(a.created_at, ts("2024-02-01T00:00:00Z"), "first built then");
+
+    // A cluster whose facts are all retracted is dissolved; the other stays untouched.
+    let b_uuid = s
+        .communities()
+        .find(|c| c.summary.contains("Globex"))
+        .unwrap()
+        .uuid;
+    for (k, ep) in [102u128, 103].into_iter().enumerate() {
+        let retract = Accepted {
+            command: Command::RetractEpisode {
+                uuid: Uuid::from_u128(950 + k as u128),
+                group_id: g.clone(),
+                episode_uuid: Uuid::from_u128(ep),
+            },
+            tx_time: ts("2024-03-01T00:00:00Z").saturating_add_micros(k as i64),
+            source: None,
+        };
+        step(&d, &mut s, &retract).await;
+    }
+    let dissolved = step(&d, &mut s, &build(&g, 903, "2024-03-02T00:00:00Z")).await;
+    assert_eq!(
+        community_events(&s, &dissolved),
+        vec![("community_dissolved".into(), vec![b_uuid.to_string()])]
+    );
+    assert_eq!(s.communities().count(), 1);
+}
+
+#[tokio::test]
+async fn a_rebuild_calls_the_model_only_for_changed_communities() {
+    let g = group("calls");
+    let model = Arc::new(ModelLike {
+        entity_verdict: None,
+        calls: Mutex::new(Vec::new()),
+    });
+    let d = decider_with(model.clone(), false);
+    let mut s = two_clusters(&d, &g).await;
+    let summarize_calls = || {
+        model
+            .calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| **c == "summarize")
+            .count()
+    };
+    let calls = |b: &chronicle_model::EventBatch| {
+        b.stats
+            .as_ref()
+            .unwrap()
+            .llm_calls
+            .get("summarize_communities")
+            .copied()
+            .unwrap_or(0)
+    };
+    let before = summarize_calls();
+    let built = step(&d, &mut s, &build(&g, 900, "2024-02-01T00:00:00Z")).await;
+    assert_eq!(calls(&built), 1, "both communities in one call");
+    assert_eq!(summarize_calls() - before, 1);
+    let unchanged = step(&d, &mut s, &build(&g, 901, "2024-02-02T00:00:00Z")).await;
+    assert_eq!(calls(&unchanged), 0);
+    step(
+        &d,
+        &mut s,
+        &episode(
+            &g,
+            110,
+            "Cleo Ruiz likes Dev Patel.",
+            "2024-02-03T00:00:00Z",
+        ),
+    )
+    .await;
+    let changed = step(&d, &mut s, &build(&g, 902, "2024-02-04T00:00:00Z")).await;
+    assert_eq!(
+        community_events(&s, &changed),
+        vec![(
+            "community_updated".into(),
+            names(&["Cleo Ruiz", "Dev Patel", "Globex", "Lima"])
+        )],
+        "same members, new internal fact: re-summarized"
+    );
+    assert_eq!(calls(&changed), 1);
+    // A model is also given the central members' summaries.
+    let globex = s
+        .communities()
+        .find(|c| c.summary.contains("Globex"))
+        .unwrap();
+    assert!(globex.summary.contains(':'), "{}", globex.summary);
+}
+
+#[tokio::test]
+async fn incremental_maintenance_touches_only_the_episodes_communities() {
+    let g = group("incremental");
+    let d = offline();
+    let mut s = two_clusters(&d, &g).await;
+    step(&d, &mut s, &build(&g, 900, "2024-02-01T00:00:00Z")).await;
+    let before: BTreeMap<Uuid, chronicle_model::Community> =
+        s.communities().map(|c| (c.uuid, c.clone())).collect();
+    let model = Arc::new(ModelLike {
+        entity_verdict: None,
+        calls: Mutex::new(Vec::new()),
+    });
+    let inc = decider_with(model.clone(), true);
+
+    // A new person at Initech joins Initech's community; Globex's is not touched.
+    let joined = step(
+        &inc,
+        &mut s,
+        &episode(
+            &g,
+            110,
+            "Eli Novak works at Initech.",
+            "2024-02-03T00:00:00Z",
+        ),
+    )
+    .await;
+    assert_eq!(
+        community_events(&s, &joined),
+        vec![(
+            "community_updated".into(),
+            names(&["Ada Stone", "Ben Okafor", "Eli Novak", "Initech", "Oslo"])
+        )]
+    );
+    assert_eq!(
+        joined
+            .stats
+            .as_ref()
+            .unwrap()
+            .llm_calls
+            .get("summarize_communities"),
+        Some(&1)
+    );
+    let globex = before
+        .values()
+        .find(|c| c.summary.contains("Globex"))
+        .unwrap();
+    assert_eq!(s.get_community(&globex.uuid), Some(globex));
+
+    // Strangers form a community of their own, with an id derived from the episode.
+    let fresh = step(
+        &inc,
+        &mut s,
+        &episode(&g, 111, "Fay Berg lives in Kyiv.", "2024-02-04T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(
+        community_events(&s, &fresh),
+        vec![("community_built".into(), names(&["Fay Berg", "Kyiv"]))]
+    );
+    let kyiv = s
+        .communities()
+        .find(|c| c.summary.contains("Kyiv"))
+        .unwrap();
+    assert_eq!(
+        kyiv.uuid,
+        chronicle_model::derive_id(Uuid::from_u128(111), chronicle_model::IdKind::Community, 0)
+    );
+
+    // A restatement changes no community.
+    let restated = step(
+        &inc,
+        &mut s,
+        &episode(&g, 112, "Fay Berg lives in Kyiv.", "2024-02-05T00:00:00Z"),
+    )
+    .await;
+    assert!(community_events(&s, &restated).is_empty());
+
+    // The fold's view of the communities agrees with the incremental one:
+    // a full rebuild finds nothing to change.
+    let rebuilt = step(&d, &mut s, &build(&g, 901, "2024-02-06T00:00:00Z")).await;
+    assert!(
+        rebuilt.events.is_empty(),
+        "{:?}",
+        community_events(&s, &rebuilt)
+    );
+}
+
+/// An extractor that records the summary requests it gets (and is counted as a model).
+struct SummaryRecorder(Mutex<Vec<SummaryRequest>>);
+
+#[async_trait]
+impl Extractor for SummaryRecorder {
+    fn describe(&self) -> String {
+        "recorder".into()
+    }
+    async fn extract(&self, r: &ExtractionRequest) -> Result<Extraction, LlmError> {
+        OfflineExtractor.extract(r).await
+    }
+    async fn resolve_entities(
+        &self,
+        r: &EntityResolutionRequest,
+    ) -> Result<Vec<Option<usize>>, LlmError> {
+        Ok(vec![None; r.entities.len()])
+    }
+    async fn resolve_facts(
+        &self,
+        r: &FactResolutionRequest,
+    ) -> Result<Vec<FactResolution>, LlmError> {
+        Ok(vec![FactResolution::default(); r.facts.len()])
+    }
+    async fn summarize(&self, r: &SummaryRequest) -> Result<Vec<String>, LlmError> {
+        self.0.lock().unwrap().push(r.clone());
+        OfflineExtractor.summarize(r).await
+    }
+}
+
+fn in_saga(mut a: Accepted, saga: &str) -> Accepted {
+    if let Command::AddEpisode(e) = &mut a.command {
+        e.saga = Some(saga.into());
+    }
+    a
+}
+
+#[tokio::test]
+async fn a_saga_summary_absorbs_only_episodes_newer_than_its_watermark() {
+    for model in [false, true] {
+        let g = group("saga");
+        let recorder = Arc::new(SummaryRecorder(Mutex::new(Vec::new())));
+        let d = if model {
+            decider_with(recorder.clone(), false)
+        } else {
+            offline()
+        };
+        let mut s = GroupState::new(g.clone());
+        run(
+            &d,
+            &mut s,
+            &[
+                in_saga(
+                    episode(&g, 1, "Ada Stone lives in Oslo.", "2025-01-10T00:00:00Z"),
+                    "trip",
+                ),
+                in_saga(
+                    episode(&g, 2, "Ada Stone works at Initech.", "2025-02-10T00:00:00Z"),
+                    "trip",
+                ),
+                episode(&g, 3, "Ada Stone likes jazz.", "2025-02-11T00:00:00Z"),
+            ],
+        )
+        .await;
+        let first = step(
+            &d,
+            &mut s,
+            &summarize_saga(&g, 10, "trip", "2025-02-20T00:00:00Z"),
+        )
+        .await;
+        assert_eq!(first.events.len(), 1);
+        let saga = s.saga_by_name("trip").unwrap().clone();
+        assert_eq!(
+            saga.last_summarized_episode_valid_at,
+            Some(ts("2025-02-10T00:00:00Z"))
+        );
+        assert!(
+            saga.summary.contains("Oslo") && saga.summary.contains("Initech"),
+            "{}",
+            saga.summary
+        );
+        assert!(!saga.summary.contains("jazz"), "not a saga episode");
+
+        // A newer episode and a late one from before the watermark.
+        run(
+            &d,
+            &mut s,
+            &[
+                in_saga(
+                    episode(&g, 4, "Ada Stone moved to Lima.", "2025-03-10T00:00:00Z"),
+                    "trip",
+                ),
+                in_saga(
+                    episode(&g, 5, "Ada Stone likes chess.", "2025-01-01T00:00:00Z"),
+                    "trip",
+                ),
+            ],
+        )
+        .await;
+        recorder.0.lock().unwrap().clear();
+        let second = step(
+            &d,
+            &mut s,
+            &summarize_saga(&g, 11, "trip", "2025-03-20T00:00:00Z"),
+        )
+        .await;
+        let saga = s.saga_by_name("trip").unwrap();
+        assert_eq!(
+            saga.last_summarized_episode_valid_at,
+            Some(ts("2025-03-10T00:00:00Z"))
+        );
+        assert!(saga.summary.contains("Lima"), "{}", saga.summary);
+        assert!(!saga.summary.contains("chess"), "{}", saga.summary);
+        let stats = second.stats.as_ref().unwrap();
+        if model {
+            assert_eq!(stats.llm_calls.get("summarize_saga"), Some(&1));
+            let requests = recorder.0.lock().unwrap();
+            assert_eq!(requests.len(), 1);
+            let material = &requests[0].items[0].new_material;
+            assert_eq!(material.len(), 1, "only the newer episode: {material:?}");
+            assert!(material[0].contains("Lima"));
+            assert!(requests[0].items[0].current.contains("Initech"));
+        } else {
+            assert!(stats.llm_calls.is_empty());
+        }
+        // Nothing newer: nothing decided; an unknown saga likewise.
+        let third = step(
+            &d,
+            &mut s,
+            &summarize_saga(&g, 12, "trip", "2025-03-21T00:00:00Z"),
+        )
+        .await;
+        assert!(third.events.is_empty());
+        let unknown = step(
+            &d,
+            &mut s,
+            &summarize_saga(&g, 13, "nope", "2025-03-22T00:00:00Z"),
+        )
+        .await;
+        assert!(unknown.events.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn bulk_equals_sequential_with_incremental_communities() {
+    let (g, items) = synthetic_group(60);
+    let d = decider_with(Arc::new(OfflineExtractor), true);
+    let mut sequential = GroupState::new(g.clone());
+    run(&d, &mut sequential, &items).await;
+    assert!(
+        sequential.communities().count() > 0,
+        "communities were maintained"
+    );
+    let mut bulk = GroupState::new(g.clone());
+    for chunk in items.chunks(17) {
+        for r in d.decide_bulk(&mut bulk, chunk).await {
+            r.unwrap();
+        }
+    }
+    assert_eq!(bulk.to_canonical_json(), sequential.to_canonical_json());
+}

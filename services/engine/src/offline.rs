@@ -26,7 +26,7 @@ use chronicle_model::EpisodeType;
 use crate::ontology::Ontology;
 use crate::ports::{
     EntityResolutionRequest, ExtractedEntity, ExtractedFact, Extraction, ExtractionRequest,
-    Extractor, FactResolution, FactResolutionRequest, LlmError, SummaryRequest,
+    Extractor, FactResolution, FactResolutionRequest, LlmError, SummaryKind, SummaryRequest,
 };
 
 /// The deterministic pattern extractor.
@@ -650,9 +650,39 @@ impl Extractor for OfflineExtractor {
         Ok(request
             .items
             .iter()
-            .map(|item| extractive_summary(&item.current, &item.new_material, request.max_chars))
+            .map(|item| match request.kind {
+                // A community's material is its most-cited facts, most cited
+                // first, and describes it whole: keep the head that fits.
+                SummaryKind::Community => leading_summary(&item.new_material, request.max_chars),
+                SummaryKind::Entity | SummaryKind::Saga => {
+                    extractive_summary(&item.current, &item.new_material, request.max_chars)
+                }
+            })
             .collect())
     }
+}
+
+/// The leading sentences that fit in `max_chars` (at least the first, cut).
+pub fn leading_summary(sentences: &[String], max_chars: usize) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut len = 0;
+    for s in sentences {
+        let s = s.trim().trim_end_matches('.');
+        if s.is_empty() || kept.contains(&s) {
+            continue;
+        }
+        let add = s.len() + 2;
+        if len + add > max_chars && !kept.is_empty() {
+            break;
+        }
+        kept.push(s);
+        len += add;
+    }
+    let mut out = kept.join(". ");
+    if !out.is_empty() {
+        out.push('.');
+    }
+    out.chars().take(max_chars).collect()
 }
 
 /// Keeps the newest sentences that fit: new material first, then the old
@@ -815,5 +845,23 @@ mod tests {
         assert_eq!(s, "Alice lives in Beijing. Alice moved to Shanghai.");
         let s = extractive_summary(&"Old fact. ".repeat(40), &["New fact".into()], 30);
         assert!(s.ends_with("New fact.") && s.len() <= 30, "{s}");
+    }
+
+    #[test]
+    fn community_summaries_keep_the_most_cited_head() {
+        let facts: Vec<String> = [
+            "Ada works at Initech.",
+            "Ben works at Initech",
+            "Ada knows Ben",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            leading_summary(&facts, 200),
+            "Ada works at Initech. Ben works at Initech. Ada knows Ben."
+        );
+        assert_eq!(leading_summary(&facts, 30), "Ada works at Initech.");
+        assert_eq!(leading_summary(&[], 30), "");
     }
 }

@@ -87,6 +87,12 @@ struct Indexes {
     mentioned_by: BTreeMap<Uuid, BTreeSet<Uuid>>,
     saga_of_episode: BTreeMap<Uuid, Uuid>,
     saga_by_name: BTreeMap<String, Uuid>,
+    /// Entity → the community it is a member of.
+    community_of: BTreeMap<Uuid, Uuid>,
+    /// Community → fingerprint of its internal current facts when it was
+    /// last built or updated: how a later build tells that a community's
+    /// facts changed and its summary is stale (see `communities`).
+    community_facts: BTreeMap<Uuid, u64>,
     fuzzy: LshIndex,
     latest_tx: Option<Timestamp>,
 }
@@ -235,6 +241,22 @@ impl GroupState {
     pub fn mention_count(&self, entity: &Uuid) -> usize {
         self.index.mentioned_by.get(entity).map_or(0, BTreeSet::len)
     }
+
+    /// A community by id, borrowed.
+    pub fn get_community(&self, uuid: &Uuid) -> Option<&Community> {
+        self.communities.get(uuid)
+    }
+
+    /// The community an entity is a member of.
+    pub fn community_of(&self, entity: &Uuid) -> Option<Uuid> {
+        self.index.community_of.get(entity).copied()
+    }
+
+    /// The fingerprint of a community's internal current facts as they were
+    /// when it was last built or updated.
+    pub fn community_facts_fingerprint(&self, community: &Uuid) -> Option<u64> {
+        self.index.community_facts.get(community).copied()
+    }
 }
 
 impl GraphRecords for GroupState {
@@ -345,10 +367,29 @@ impl GraphRecords for GroupState {
         self.sagas.insert(saga.uuid, saga);
     }
     fn put_community(&mut self, community: Community) {
+        self.remove_community(community.uuid);
+        for m in &community.members {
+            self.index.community_of.insert(*m, community.uuid);
+        }
+        let members: BTreeSet<Uuid> = community.members.iter().copied().collect();
+        let fingerprint = crate::communities::facts_fingerprint(
+            &members,
+            members.iter().flat_map(|m| self.facts_of(m)),
+        );
+        self.index
+            .community_facts
+            .insert(community.uuid, fingerprint);
         self.communities.insert(community.uuid, community);
     }
     fn remove_community(&mut self, uuid: Uuid) {
-        self.communities.remove(&uuid);
+        if let Some(old) = self.communities.remove(&uuid) {
+            for m in &old.members {
+                if self.index.community_of.get(m) == Some(&uuid) {
+                    self.index.community_of.remove(m);
+                }
+            }
+        }
+        self.index.community_facts.remove(&uuid);
     }
     fn add_mentions(&mut self, episode: Uuid, entities: &[Uuid]) {
         let set = self.mentions.entry(episode).or_default();

@@ -62,6 +62,11 @@ pub struct Metrics {
     pub http_requests: IntCounterVec,
     /// HTTP latency by route.
     pub http_duration: HistogramVec,
+    /// MCP tool calls by tool and outcome (`ok`, or the HTTP-equivalent
+    /// status of the error: `400`, `403`, `404`, ...).
+    pub mcp_tool_calls: IntCounterVec,
+    /// MCP tool latency by tool.
+    pub mcp_tool_duration: HistogramVec,
     /// Records appended to the log, by topic.
     pub log_appends: IntCounterVec,
     /// Whether this process is ready (1) or not (0).
@@ -222,6 +227,16 @@ impl Metrics {
                 "chronicle_http_request_duration_seconds",
                 "HTTP request latency, by route.",
                 &["route"],
+            ),
+            mcp_tool_calls: counter(
+                "chronicle_mcp_tool_calls_total",
+                "MCP tool calls, by tool and outcome (ok, or the HTTP-equivalent error status).",
+                &["tool", "outcome"],
+            ),
+            mcp_tool_duration: histogram(
+                "chronicle_mcp_tool_duration_seconds",
+                "MCP tool call latency, by tool.",
+                &["tool"],
             ),
             log_appends: counter(
                 "chronicle_log_appends_total",

@@ -1,6 +1,7 @@
 //! Benchmarks: figures printed as JSON, one object per line.
 
 pub mod api;
+pub mod communities;
 pub mod ingest;
 pub mod kafka;
 pub mod log;

@@ -2,16 +2,18 @@
 
 mod audit;
 mod demo;
+mod graph;
 mod ingest;
 mod read;
 mod roles;
 
 use std::process::ExitCode;
 
-use crate::cli::{BenchCommand, Cli, Command};
+use crate::cli::{BenchCommand, Cli, Command, CommunitiesCommand, SagaCommand};
 use crate::config::GlobalArgs;
 use crate::node::Node;
 
+pub use graph::submit_and_wait;
 pub use ingest::{IngestOutcome, parse_jsonl};
 
 /// Appends a JSONL file's episodes and waits until they are processed and
@@ -62,7 +64,9 @@ pub fn main(cli: Cli) -> ExitCode {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CHRONICLE_LOG_LEVEL")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // rmcp warns about every error response, which for a tool call is
+        // the caller's mistake (a bad argument, another group), not ours.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -162,12 +166,49 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             read::status(&*Node::open(settings).await?, group.as_deref(), json).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Communities { which } => {
+            let node = Node::open(settings).await?;
+            match which {
+                CommunitiesCommand::Build { group, json } => {
+                    graph::communities_build(&node, &group, json).await?
+                }
+                CommunitiesCommand::List { group, json } => {
+                    graph::communities_list(&node, &group, json).await?
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Saga { which } => {
+            let node = Node::open(settings).await?;
+            match which {
+                SagaCommand::Summarize { group, saga, json } => {
+                    graph::saga_summarize(&node, &group, &saga, json).await?
+                }
+                SagaCommand::Show { group, saga, json } => {
+                    graph::saga_show(&node, &group, &saga, json).await?
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Provenance {
+            group,
+            episodes,
+            json,
+        } => {
+            graph::provenance(&*Node::open(settings).await?, &group, &episodes, json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Rebuild => {
             audit::rebuild(&*Node::open(settings).await?).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay { until, out } => {
             audit::replay(&*Node::open(settings).await?, &until, &out).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp { auth, token } => {
+            let caller = crate::mcp::stdio::caller(auth.as_deref(), token.as_deref())?;
+            crate::mcp::stdio::serve(settings, caller, roles::shutdown_signal()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve {
@@ -238,6 +279,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     groups,
                     queries,
                 } => crate::bench::search::run(&settings, &facts, groups, queries).await?,
+                BenchCommand::Communities { entities } => {
+                    crate::bench::communities::run(&entities).await?
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

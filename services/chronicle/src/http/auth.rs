@@ -211,9 +211,13 @@ impl Auth {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(Denied::Invalid);
         }
-        self.by_digest
-            .get(&digest(token.trim()))
-            .ok_or(Denied::Invalid)
+        self.token(token.trim())
+    }
+
+    /// The grant of a presented secret (a stdio MCP caller's token, which
+    /// comes from the environment rather than a header).
+    pub fn token(&self, secret: &str) -> Result<&Grant, Denied> {
+        self.by_digest.get(&digest(secret)).ok_or(Denied::Invalid)
     }
 
     /// Checks a grant against a group and the access a route needs.

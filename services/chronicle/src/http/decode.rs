@@ -60,7 +60,8 @@ pub enum EntityRef {
     Name(String),
 }
 
-fn entity_ref(field: &str, text: &str) -> Result<EntityRef, ApiError> {
+/// An entity reference: a uuid, or else a (non-empty, bounded) name.
+pub fn entity_ref(field: &str, text: &str) -> Result<EntityRef, ApiError> {
     if let Ok(u) = Uuid::parse_str(text) {
         return Ok(EntityRef::Uuid(u));
     }
@@ -112,7 +113,7 @@ fn typed<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
 
 /// The field an error is about: the path, completed with the field a
 /// `missing field` / `duplicate field` message names.
-fn field_of(path: &str, message: &str) -> String {
+pub fn field_of(path: &str, message: &str) -> String {
     let named = ["missing field `", "duplicate field `"]
         .iter()
         .find_map(|m| message.strip_prefix(m))
@@ -198,7 +199,8 @@ pub fn episodes(group: &GroupId, body: &[u8], now: Timestamp) -> Result<Submissi
 }
 
 /// A fact triple submitted directly (a `fact_triple` episode, no model call).
-#[derive(Clone, Debug, Deserialize)]
+/// Its JSON schema describes the MCP `add_triplet` tool's arguments.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TripletInput {
     /// Source entity name.

@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::search::SearchError;
 use chronicle_metrics::METRICS;
-use chronicle_model::{Command, Entity, GroupId, IdKind, LogPosition, derive_named_id};
+use chronicle_model::{Command, Entity, GroupId, LogPosition};
 use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -202,12 +202,7 @@ pub async fn delete_episode(
             "no episode with this uuid in this group",
         ));
     }
-    // Deterministic: retrying the DELETE appends the same command, decided once.
-    let uuid = derive_named_id(
-        group.as_str(),
-        IdKind::Episode,
-        &format!("retract\u{0}{episode_uuid}"),
-    );
+    let uuid = crate::gateway::retraction_id(&group, episode_uuid);
     let receipts = state
         .gateway
         .submit(vec![Command::RetractEpisode {
@@ -233,7 +228,7 @@ fn public(mut e: Entity) -> Entity {
 }
 
 /// Resolves an entity reference in the group; `None` when it does not exist.
-async fn find_entity(
+pub async fn find_entity(
     node: &Node,
     group: &GroupId,
     r: &EntityRef,

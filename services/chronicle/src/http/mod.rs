@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod decode;
 pub mod error;
+pub mod graph;
 pub mod handlers;
 pub mod openapi;
 pub mod proxy;
@@ -339,6 +340,88 @@ pub fn routes() -> Vec<Route> {
         ),
         route(
             Get,
+            "/v1/groups/{group_id}/episodes/{uuid}/graph",
+            Some(Read),
+            Op {
+                description: "graphiti's get_nodes_and_edges_by_episode: the entities the \
+                    episode mentions and the facts it created, restated or invalidated \
+                    (whatever their validity now). 404 until the episode is processed.",
+                ..op(
+                    "getEpisodeGraph",
+                    "What an episode produced",
+                    None,
+                    200,
+                    Some("EpisodeProducts"),
+                )
+            },
+            graph::episode_graph,
+        ),
+        route(
+            Post,
+            "/v1/groups/{group_id}/communities/build",
+            Some(Write),
+            Op {
+                description: "Appends a command that recomputes the group's communities \
+                    (label propagation over the current facts): new clusters are built, \
+                    changed ones re-summarized, vanished ones dissolved. No body. Poll \
+                    GET .../episodes/{uuid} for the outcome, then list the communities.",
+                ..op(
+                    "buildCommunities",
+                    "Rebuild the group's communities",
+                    None,
+                    202,
+                    Some("Accepted"),
+                )
+            },
+            graph::build_communities,
+        ),
+        route(
+            Get,
+            "/v1/groups/{group_id}/communities",
+            Some(Read),
+            op(
+                "listCommunities",
+                "The group's communities, largest first",
+                None,
+                200,
+                Some("CommunityList"),
+            ),
+            graph::list_communities,
+        ),
+        route(
+            Get,
+            "/v1/groups/{group_id}/sagas/{name}",
+            Some(Read),
+            op(
+                "getSaga",
+                "A saga: its summary, watermark and episodes",
+                None,
+                200,
+                Some("Saga"),
+            ),
+            graph::get_saga,
+        ),
+        route(
+            Post,
+            "/v1/groups/{group_id}/sagas/{name}/summarize",
+            Some(Write),
+            Op {
+                description: "Appends a command that folds the saga's episodes newer than \
+                    its watermark (last_summarized_episode_valid_at) into its summary and \
+                    advances the watermark. No body. Poll GET .../episodes/{uuid} for the \
+                    outcome.",
+                ..op(
+                    "summarizeSaga",
+                    "Summarize a saga's new episodes",
+                    None,
+                    202,
+                    Some("Accepted"),
+                )
+            },
+            graph::summarize_saga,
+        ),
+        route(
+            Get,
             "/healthz",
             None,
             op("healthz", "The process is up", None, 200, Some("Health")),
@@ -498,6 +581,12 @@ pub fn router(node: Arc<Node>, options: HttpOptions) -> Router {
             None => r.handler,
         };
         app = app.route(r.path, handler);
+    }
+    // MCP needs every role at hand (its writes are answered with the
+    // processor's statuses, its reads from the projection): only the
+    // embedded server has them, not a distributed gateway or projector.
+    if options.processor_in_process {
+        app = app.merge(crate::mcp::http::routes(state.node.clone(), &options));
     }
     app.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -117,6 +117,10 @@ fn path_param(name: &str) -> Value {
             "The tenant: 1..=128 characters of A-Z a-z 0-9 _ . -",
             Value::Null,
         ),
+        "name" => (
+            "A saga's name, percent-encoded (1..=512 characters).",
+            Value::Null,
+        ),
         _ => ("A uuid.", json!("uuid")),
     };
     let mut schema = json!({ "type": "string" });
@@ -195,7 +199,7 @@ fn operation(route: &Route) -> Value {
             "403".into(),
             error_response("The token does not cover this group, or only reads it."),
         );
-        if route.path.contains("{uuid}") || op.id == "listFacts" {
+        if route.path.contains("{uuid}") || route.path.contains("{name}") || op.id == "listFacts" {
             responses.insert(
                 "404".into(),
                 error_response("Nothing with this id (or name) in this group."),
@@ -272,7 +276,8 @@ pub fn document(routes: &[Route]) -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "A temporal context graph for agent memory. Every route under /v1 is \
                 scoped to one group (tenant); with --auth, a bearer token must cover that group \
-                (read, or write for episodes, triplets and retractions).",
+                (read, or write for episodes, triplets, retractions, community builds and saga \
+                summaries).",
         },
         "paths": paths,
         "components": {
@@ -508,6 +513,38 @@ fn schemas() -> Value {
         "FactList" => object(&["facts", "truncated"], json!({
             "facts": { "type": "array", "items": reference("ResultItem") },
             "truncated": { "type": "boolean" },
+        })),
+        "EpisodeProducts" => object(&["episodes", "entities", "facts"], json!({
+            "episodes": { "type": "array", "items": uuid(), "description": "The episodes asked about that are in the group's graph." },
+            "entities": { "type": "array", "items": reference("ResultItem"), "description": "Entities they mention." },
+            "facts": { "type": "array", "items": reference("ResultItem"), "description": "Facts they created, restated or invalidated." },
+        })),
+        "Member" => object(&["uuid", "name"], json!({
+            "uuid": uuid(),
+            "name": { "type": "string" },
+        })),
+        "Community" => object(&["uuid", "name", "summary", "members", "created_at"], json!({
+            "uuid": uuid(),
+            "name": { "type": "string", "description": "Its most central members." },
+            "summary": { "type": "string" },
+            "members": { "type": "array", "items": reference("Member") },
+            "created_at": time(),
+        })),
+        "CommunityList" => object(&["communities"], json!({
+            "communities": { "type": "array", "items": reference("Community") },
+        })),
+        "SagaEpisode" => object(&["uuid", "name", "valid_at"], json!({
+            "uuid": uuid(),
+            "name": { "type": "string" },
+            "valid_at": time(),
+        })),
+        "Saga" => object(&["uuid", "name", "summary", "last_summarized_episode_valid_at", "episodes", "created_at"], json!({
+            "uuid": uuid(),
+            "name": { "type": "string" },
+            "summary": { "type": "string", "description": "Of the episodes absorbed so far." },
+            "last_summarized_episode_valid_at": { "type": ["string", "null"], "format": "date-time", "description": "The watermark: a summary absorbs only episodes with a later reference time." },
+            "episodes": { "type": "array", "items": reference("SagaEpisode"), "description": "In link order (HAS_EPISODE; consecutive ones are NEXT_EPISODE)." },
+            "created_at": time(),
         })),
         "Health" => object(&["status"], json!({ "status": { "const": "ok" } })),
         "Readiness" => object(&["ready", "log", "store", "processor", "projector_lag", "max_projector_lag"], json!({

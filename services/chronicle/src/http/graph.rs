@@ -1,0 +1,163 @@
+//! Routes over the graph's aggregates and provenance: build and list
+//! communities, summarize and read a saga, and what an episode produced.
+//! Like every group route, they run behind the scope check and see only the
+//! authorized group.
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chronicle_model::{Command, GroupId, LogPosition};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::decode;
+use super::error::ApiError;
+use super::{AppState, Scoped};
+use crate::gateway::MAX_NAME_CHARS;
+use crate::query::Query;
+
+/// Appends one command; 202 with its id and log position (poll
+/// `GET /episodes/{uuid}` for the outcome).
+async fn accept(state: &AppState, command: Command) -> Result<Response, ApiError> {
+    let receipts = state
+        .gateway
+        .submit(vec![command])
+        .await
+        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+    let r = receipts
+        .first()
+        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))?;
+    let position = LogPosition {
+        partition: r.partition,
+        offset: r.offset,
+    };
+    let body = json!({ "uuid": r.uuid, "status": "pending", "position": position });
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+/// `POST /v1/groups/{group_id}/communities/build`: appends a
+/// `BuildCommunities` command.
+pub async fn build_communities(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    accept(
+        &state,
+        Command::BuildCommunities {
+            uuid: Uuid::new_v4(),
+            group_id: group,
+        },
+    )
+    .await
+}
+
+/// `GET /v1/groups/{group_id}/communities`.
+pub async fn list_communities(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let communities = Query::new(&state.node)
+        .communities(&group)
+        .await
+        .map_err(|e| ApiError::internal("listing communities", &e))?;
+    Ok(Json(json!({ "communities": communities })).into_response())
+}
+
+/// A saga name from the path (percent-decoded by the router).
+fn saga_name(text: &str) -> Result<&str, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request("name", "must not be empty"));
+    }
+    if text.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(
+            "name",
+            format!("longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(text)
+}
+
+fn no_saga() -> ApiError {
+    ApiError::not_found(
+        "name",
+        "no saga of this name in this group; a saga is created by the first episode that names it",
+    )
+}
+
+async fn saga_exists(state: &AppState, group: &GroupId, name: &str) -> Result<bool, ApiError> {
+    Ok(Query::new(&state.node)
+        .saga(group, name)
+        .await
+        .map_err(|e| ApiError::internal("reading the saga", &e))?
+        .is_some())
+}
+
+/// `GET /v1/groups/{group_id}/sagas/{name}`.
+pub async fn get_saga(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, name)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let name = saga_name(&name)?;
+    let saga = Query::new(&state.node)
+        .saga(&group, name)
+        .await
+        .map_err(|e| ApiError::internal("reading the saga", &e))?
+        .ok_or_else(no_saga)?;
+    Ok(Json(saga).into_response())
+}
+
+/// `POST /v1/groups/{group_id}/sagas/{name}/summarize`: appends a
+/// `SummarizeSaga` command for a saga the group has.
+pub async fn summarize_saga(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, name)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let name = saga_name(&name)?;
+    if !saga_exists(&state, &group, name).await? {
+        return Err(no_saga());
+    }
+    accept(
+        &state,
+        Command::SummarizeSaga {
+            uuid: Uuid::new_v4(),
+            group_id: group,
+            saga: name.to_owned(),
+        },
+    )
+    .await
+}
+
+/// `GET /v1/groups/{group_id}/episodes/{uuid}/graph`: the entities the
+/// episode mentions and the facts it created, restated or invalidated.
+pub async fn episode_graph(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    Path((_, uuid)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let uuid = decode::path_uuid("uuid", &uuid)?;
+    let products = Query::new(&state.node)
+        .produced_by(&group, &[uuid])
+        .await
+        .map_err(|e| ApiError::internal("reading the episode's graph", &e))?;
+    if products.episodes.is_empty() {
+        return Err(ApiError::not_found(
+            "uuid",
+            "no processed episode with this uuid in this group",
+        ));
+    }
+    Ok(Json(products).into_response())
+}

@@ -1,0 +1,86 @@
+//! MCP over streamable HTTP, mounted at [`PATH`] by the HTTP API's router
+//! (so under `chronicle serve`).
+//!
+//! * Authentication is the HTTP API's: with `--auth`, a request without a
+//!   known bearer token is refused with 401 (and `WWW-Authenticate: Bearer`)
+//!   before MCP sees it; a known token's grant is attached to the request,
+//!   and every tool call checks it against the call's `group_id`.
+//! * Stateless: every POST is answered on its own (JSON, no session, no
+//!   server-held stream), so any replica can serve any request and shutdown
+//!   waits for nothing.
+//! * Without `--auth` (loopback only) the SDK's Host check stays on, so a
+//!   web page cannot reach the server through DNS rebinding; with tokens a
+//!   page has no token, and any Host is accepted.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::{Caller, McpServer};
+use crate::http::HttpOptions;
+use crate::http::auth::Auth;
+use crate::http::error::ApiError;
+use crate::node::Node;
+
+/// Where the MCP endpoint is mounted.
+pub const PATH: &str = "/mcp";
+
+/// The MCP route, for merging into the HTTP API's router.
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    node: Arc<Node>,
+    options: &HttpOptions,
+) -> Router<S> {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(options.max_body_bytes);
+    let config = if options.auth.is_some() {
+        config.disable_allowed_hosts()
+    } else {
+        config
+    };
+    let server = McpServer::per_request(node);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service(PATH, service)
+        .route_layer(from_fn_with_state(
+            options.auth.clone().map(Arc::new),
+            authenticate,
+        ))
+}
+
+/// Establishes the caller of an MCP request: 401 without a known token
+/// when tokens are configured; the token's grant, or unrestricted, attached
+/// for the tools to check.
+pub async fn authenticate(
+    State(auth): State<Option<Arc<Auth>>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let caller = match &auth {
+        None => Caller::Unrestricted,
+        Some(auth) => {
+            let value = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.to_str().unwrap_or(""));
+            match auth.grant(value) {
+                Ok(grant) => Caller::Token(grant.clone()),
+                Err(denied) => return ApiError::unauthorized(denied.to_string()).into_response(),
+            }
+        }
+    };
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}

@@ -1,0 +1,918 @@
+//! The tools: one table ([`TOOLS`]) of names, descriptions, access and
+//! input schemas; one dispatcher ([`call`]) that validates `group_id`,
+//! checks the caller, decodes the other arguments and runs the body.
+//!
+//! The argument types below describe every argument but `group_id`, which
+//! [`input_schema`] adds to each schema and the dispatcher takes out first:
+//! no tool body can run for a group the caller has not been checked
+//! against.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use chronicle_engine::search::SearchFilters;
+use chronicle_model::{Attributes, Command, Fact, GroupId, LogPosition, Timestamp};
+use rmcp::handler::server::tool::schema_for_type;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::Caller;
+use crate::gateway::{EpisodeInput, Gateway, MAX_NAME_CHARS, parse_group, parse_time};
+use crate::http::auth::Access::{self, Read, Write};
+use crate::http::decode::{self, MAX_LIST, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT, TripletInput};
+use crate::http::error::ApiError;
+use crate::http::handlers::find_entity;
+use crate::node::Node;
+use crate::query::{Query, SearchRequest, SearchResults, now};
+use crate::status::CommandStatus;
+
+/// Results per search, and episodes listed, when the caller does not say
+/// (graphiti's MCP server's defaults).
+pub const DEFAULT_RESULTS: usize = 10;
+
+/// One tool of the table.
+pub struct ToolSpec {
+    /// Its name (graphiti's, where graphiti has the tool).
+    pub name: &'static str,
+    /// What it does, for the model that calls it.
+    pub description: &'static str,
+    /// What the caller's token needs on the group.
+    pub access: Access,
+    /// Whether repeating the call with the same arguments changes nothing more.
+    pub idempotent: bool,
+    /// Whether it withdraws information (hint for clients that ask to confirm).
+    pub destructive: bool,
+    /// Its input schema, `group_id` included.
+    pub schema: fn() -> Arc<JsonObject>,
+}
+
+impl ToolSpec {
+    /// The tool as `tools/list` describes it.
+    pub fn tool(&self) -> Tool {
+        Tool::new(self.name, self.description, (self.schema)()).annotate(
+            ToolAnnotations::new()
+                .read_only(self.access == Read)
+                .destructive(self.destructive)
+                .idempotent(self.idempotent)
+                .open_world(false),
+        )
+    }
+}
+
+/// What `group_id` is, in every schema.
+const GROUP_ID_DOC: &str = "The group (tenant) id: 1-128 characters of letters, digits, `_`, `-`, \
+`.`. Every call reads or writes this group only.";
+
+/// `T`'s JSON schema (as the SDK generates it for tool inputs) with the
+/// `group_id` property added and required.
+pub fn input_schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    let mut schema = (*schema_for_type::<T>()).clone();
+    // The type's own name and doc are noise next to the tool's description.
+    schema.remove("title");
+    schema.remove("description");
+    let properties = schema
+        .entry("properties")
+        .or_insert_with(|| Value::Object(JsonObject::new()));
+    if let Value::Object(p) = properties {
+        p.insert(
+            "group_id".into(),
+            json!({ "type": "string", "description": GROUP_ID_DOC }),
+        );
+    }
+    let required = schema
+        .entry("required")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(r) = required {
+        r.insert(0, json!("group_id"));
+    }
+    Arc::new(schema)
+}
+
+/// Every tool.
+pub const TOOLS: &[ToolSpec] = &[
+    ToolSpec {
+        name: "add_memory",
+        description: "Add an episode (a message, a text or a JSON document) to the group's memory. \
+            It is appended durably to the log and processed asynchronously: the result is its uuid \
+            and status (pending, with its log position). Poll get_status with the uuid until it is \
+            processed (or dead_lettered, with the reason). An append that fails is an error, never \
+            a success. Giving the same uuid (or the same content, name and reference_time) again \
+            is decided once.",
+        access: Write,
+        idempotent: false,
+        destructive: false,
+        schema: input_schema::<AddMemory>,
+    },
+    ToolSpec {
+        name: "search_nodes",
+        description: "Search the group's entities (people, places, things) by hybrid search \
+            (BM25 + embeddings, fused), optionally ranked by graph distance from a center entity. \
+            Each result has the entity's name, labels, summary and the episodes that mention it.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<SearchNodes>,
+    },
+    ToolSpec {
+        name: "search_memory_facts",
+        description: "Search the group's facts (relations between entities, as sentences) by \
+            hybrid search. By default only facts current now; as_of asks what was true in the \
+            world at an instant (valid time), known_at what the system knew at an instant \
+            (transaction time), include_history adds ended and invalidated facts. Each fact has \
+            valid_at / invalid_at, created_at / expired_at and the episodes that assert it.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<SearchFacts>,
+    },
+    ToolSpec {
+        name: "get_episodes",
+        description: "The group's most recent episodes (by reference time), newest first.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<GetEpisodes>,
+    },
+    ToolSpec {
+        name: "get_episode_entities",
+        description: "What one episode produced: the entities it mentions and the facts it \
+            created, restated or invalidated.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<GetEpisodeEntities>,
+    },
+    ToolSpec {
+        name: "get_entity_edge",
+        description: "One fact (entity edge) by uuid, with its time windows, its endpoints' names \
+            and its provenance.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<GetEntityEdge>,
+    },
+    ToolSpec {
+        name: "delete_episode",
+        description: "Retract an episode: once processed, facts asserted only by it disappear and \
+            others lose it from their provenance. Asynchronous like add_memory (poll get_status \
+            with the returned uuid); retrying is safe.",
+        access: Write,
+        idempotent: true,
+        destructive: true,
+        schema: input_schema::<DeleteEpisode>,
+    },
+    ToolSpec {
+        name: "add_triplet",
+        description: "Add a fact given as a triple (source entity, relation, target entity), with \
+            optional validity times. It becomes a fact_triple episode: no model call, processed \
+            like add_memory (poll get_status with the returned uuid).",
+        access: Write,
+        idempotent: false,
+        destructive: false,
+        schema: input_schema::<TripletInput>,
+    },
+    ToolSpec {
+        name: "build_communities",
+        description: "Recompute the group's communities (clusters of related entities, with \
+            summaries). Asynchronous: poll get_status with the returned uuid.",
+        access: Write,
+        idempotent: false,
+        destructive: false,
+        schema: input_schema::<BuildCommunities>,
+    },
+    ToolSpec {
+        name: "summarize_saga",
+        description: "Fold a saga's (storyline's) episodes that are newer than its summary into \
+            its summary (a saga is created by the first add_memory that names it). \
+            Asynchronous: poll get_status with the returned uuid.",
+        access: Write,
+        idempotent: false,
+        destructive: false,
+        schema: input_schema::<SummarizeSaga>,
+    },
+    ToolSpec {
+        name: "get_status",
+        description: "With uuid: the status of a submitted episode or command — pending, \
+            processed (with counts, and projected: true once search sees it) or dead_lettered \
+            (with the reason). Without: the group's processing status (commands pending, \
+            processed, dead-lettered; processor and projector lag).",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<GetStatus>,
+    },
+];
+
+/// What a tool body works with: the node, and the authorized group.
+pub struct Ctx<'a> {
+    /// The node.
+    pub node: &'a Arc<Node>,
+    /// Appends commands.
+    pub gateway: &'a Gateway,
+    /// Who is calling.
+    pub caller: &'a Caller,
+}
+
+/// Runs a tool: validates `group_id`, checks the caller against it with the
+/// tool's access, decodes the remaining arguments, runs the body.
+pub async fn call(ctx: &Ctx<'_>, name: &str, mut args: JsonObject) -> Result<Value, ApiError> {
+    let spec = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
+        ApiError::bad_request("name", format!("no tool named `{name}`; see tools/list"))
+    })?;
+    let group = match args.remove("group_id") {
+        Some(Value::String(g)) => parse_group("group_id", &g)?,
+        Some(_) => return Err(ApiError::bad_request("group_id", "must be a string")),
+        None => {
+            return Err(ApiError::bad_request(
+                "group_id",
+                "missing; every tool takes the group (tenant) id",
+            ));
+        }
+    };
+    ctx.caller.check(&group, spec.access)?;
+    let g = &group;
+    match spec.name {
+        "add_memory" => add_memory(ctx, g, decode_args(args)?).await,
+        "search_nodes" => search_nodes(ctx, g, decode_args(args)?).await,
+        "search_memory_facts" => search_memory_facts(ctx, g, decode_args(args)?).await,
+        "get_episodes" => get_episodes(ctx, g, decode_args(args)?).await,
+        "get_episode_entities" => get_episode_entities(ctx, g, decode_args(args)?).await,
+        "get_entity_edge" => get_entity_edge(ctx, g, decode_args(args)?).await,
+        "delete_episode" => delete_episode(ctx, g, decode_args(args)?).await,
+        "add_triplet" => add_triplet(ctx, g, decode_args(args)?).await,
+        "build_communities" => {
+            let BuildCommunities {} = decode_args(args)?;
+            let uuid = Uuid::new_v4();
+            accept(
+                ctx,
+                g,
+                Command::BuildCommunities {
+                    uuid,
+                    group_id: g.clone(),
+                },
+            )
+            .await
+        }
+        "summarize_saga" => summarize_saga(ctx, g, decode_args(args)?).await,
+        "get_status" => get_status(ctx, g, decode_args(args)?).await,
+        other => Err(ApiError::internal(
+            "dispatching an MCP tool",
+            &format!("`{other}` is in the table but has no body"),
+        )),
+    }
+}
+
+/// Decodes arguments, naming the first bad field (`edge_types[1]`,
+/// `uuid`, an unknown field's name).
+fn decode_args<T: DeserializeOwned>(args: JsonObject) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        ApiError::bad_request(decode::field_of(&path, &message), message)
+    })
+}
+
+fn encode(value: &impl Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(value).map_err(|e| ApiError::internal("encoding the result", &e))
+}
+
+/// A command's status, as the tools report it.
+#[derive(Serialize)]
+struct CommandView {
+    uuid: Uuid,
+    group_id: GroupId,
+    #[serde(flatten)]
+    status: CommandStatus,
+    /// For processed commands: whether search already sees the decision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    projected: Option<bool>,
+}
+
+/// Appends one command and reports its status; a failed append is an
+/// error, never a success.
+async fn accept(ctx: &Ctx<'_>, group: &GroupId, command: Command) -> Result<Value, ApiError> {
+    let uuid = command.uuid();
+    if ctx.node.status.taken_by_other(uuid, group) {
+        return Err(ApiError {
+            status: StatusCode::CONFLICT,
+            error: "this uuid is already used by another command; choose a fresh one \
+                    (or omit uuid to derive one from the content)"
+                .into(),
+            field: Some("uuid".into()),
+        });
+    }
+    let receipts = ctx
+        .gateway
+        .submit(vec![command])
+        .await
+        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+    let receipt = receipts
+        .first()
+        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))?;
+    // A retried command may already be decided: report what is known.
+    let status = ctx
+        .node
+        .status
+        .get(group, uuid)
+        .unwrap_or(CommandStatus::Pending {
+            position: LogPosition {
+                partition: receipt.partition,
+                offset: receipt.offset,
+            },
+        });
+    encode(&CommandView {
+        uuid,
+        group_id: group.clone(),
+        status,
+        projected: None,
+    })
+}
+
+/// `add_memory` arguments (graphiti's names).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemory {
+    /// A short name for the episode.
+    #[serde(default)]
+    name: Option<String>,
+    /// The content: free text, a chat message (`actor: text`), or a JSON document as a string.
+    episode_body: String,
+    /// `text` (default), `message`, `json`, or `fact_triple`.
+    #[serde(default)]
+    source: Option<String>,
+    /// Where the content came from.
+    #[serde(default)]
+    source_description: Option<String>,
+    /// When the content was created (RFC 3339, e.g. 2025-03-01T09:30:00Z); now by default.
+    /// Relative times in the content ("last year") are read against it.
+    #[serde(default)]
+    reference_time: Option<String>,
+    /// A caller-chosen id, so that a retry is decided once; derived from the content otherwise.
+    #[serde(default)]
+    uuid: Option<Uuid>,
+    /// The storyline (saga) the episode belongs to.
+    #[serde(default)]
+    saga: Option<String>,
+    /// Free-form metadata (a JSON object).
+    #[serde(default)]
+    metadata: Option<Attributes>,
+}
+
+async fn add_memory(ctx: &Ctx<'_>, group: &GroupId, a: AddMemory) -> Result<Value, ApiError> {
+    let input = EpisodeInput {
+        group_id: None,
+        name: a.name,
+        content: Some(a.episode_body),
+        reference_time: a.reference_time,
+        source: Some(a.source.unwrap_or_else(|| "text".into())),
+        source_description: a.source_description,
+        uuid: a.uuid,
+        previous_episode_uuids: None,
+        saga: a.saga,
+        metadata: a.metadata,
+    };
+    let episode = input.into_command(Some(group), Some(now())).map_err(|e| {
+        // The gateway's field is `content`; this tool calls it `episode_body`.
+        let field = if e.field == "content" {
+            "episode_body".to_owned()
+        } else {
+            e.field
+        };
+        ApiError::bad_request(field, e.message)
+    })?;
+    accept(ctx, group, Command::AddEpisode(episode)).await
+}
+
+async fn add_triplet(ctx: &Ctx<'_>, group: &GroupId, t: TripletInput) -> Result<Value, ApiError> {
+    let episode = t.into_episode(group, now())?;
+    accept(ctx, group, Command::AddEpisode(episode)).await
+}
+
+/// `search_nodes` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchNodes {
+    /// What to look for, in words.
+    query: String,
+    /// Most entities returned (1-100, default 10).
+    #[serde(default)]
+    max_nodes: Option<usize>,
+    /// Only entities with one of these labels (e.g. `Person`, `Place`).
+    #[serde(default)]
+    entity_types: Option<Vec<String>>,
+    /// An entity (uuid or exact name) to rank results by graph distance from
+    /// (graphiti's `center_node_uuid` is accepted too).
+    #[serde(default, alias = "center_node_uuid")]
+    center: Option<String>,
+}
+
+async fn search_nodes(ctx: &Ctx<'_>, group: &GroupId, a: SearchNodes) -> Result<Value, ApiError> {
+    let filters = SearchFilters {
+        node_labels: names("entity_types", a.entity_types)?,
+        ..Default::default()
+    };
+    let found = search(
+        ctx,
+        group,
+        Search {
+            query: a.query,
+            limit_field: "max_nodes",
+            limit: a.max_nodes,
+            center: a.center,
+            recipes: ("NODE_HYBRID_SEARCH_RRF", "NODE_HYBRID_SEARCH_NODE_DISTANCE"),
+            filters,
+        },
+    )
+    .await?;
+    Ok(json!({ "nodes": encode(&found.results)? }))
+}
+
+/// `search_memory_facts` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFacts {
+    /// What to look for, in words.
+    query: String,
+    /// Most facts returned (1-100, default 10).
+    #[serde(default)]
+    max_facts: Option<usize>,
+    /// An entity (uuid or exact name) to rank facts by graph distance from
+    /// (graphiti's `center_node_uuid` is accepted too).
+    #[serde(default, alias = "center_node_uuid")]
+    center: Option<String>,
+    /// Valid time (RFC 3339): only facts true in the world at this instant.
+    #[serde(default)]
+    as_of: Option<String>,
+    /// Transaction time (RFC 3339): the graph as the system knew it at this instant.
+    #[serde(default)]
+    known_at: Option<String>,
+    /// Only facts with one of these relation names (e.g. `LIVES_IN`).
+    #[serde(default)]
+    edge_types: Option<Vec<String>>,
+    /// Include ended and invalidated facts (default false: current facts only).
+    #[serde(default)]
+    include_history: Option<bool>,
+}
+
+async fn search_memory_facts(
+    ctx: &Ctx<'_>,
+    group: &GroupId,
+    a: SearchFacts,
+) -> Result<Value, ApiError> {
+    let filters = SearchFilters {
+        edge_types: names("edge_types", a.edge_types)?,
+        as_of: time("as_of", a.as_of)?,
+        known_at: time("known_at", a.known_at)?,
+        include_history: a.include_history.unwrap_or(false),
+        ..Default::default()
+    };
+    let found = search(
+        ctx,
+        group,
+        Search {
+            query: a.query,
+            limit_field: "max_facts",
+            limit: a.max_facts,
+            center: a.center,
+            recipes: ("EDGE_HYBRID_SEARCH_RRF", "EDGE_HYBRID_SEARCH_NODE_DISTANCE"),
+            filters,
+        },
+    )
+    .await?;
+    Ok(json!({ "facts": encode(&found.results)? }))
+}
+
+/// A search of one scope, as the two search tools ask for it.
+struct Search {
+    query: String,
+    limit_field: &'static str,
+    limit: Option<usize>,
+    center: Option<String>,
+    /// The recipe without, and with, a center.
+    recipes: (&'static str, &'static str),
+    filters: SearchFilters,
+}
+
+async fn search(ctx: &Ctx<'_>, group: &GroupId, s: Search) -> Result<SearchResults, ApiError> {
+    if s.query.trim().is_empty() {
+        return Err(ApiError::bad_request("query", "must not be empty"));
+    }
+    if s.query.chars().count() > MAX_QUERY_CHARS {
+        return Err(ApiError::bad_request(
+            "query",
+            format!("longer than {MAX_QUERY_CHARS} characters"),
+        ));
+    }
+    let limit = count(s.limit_field, s.limit, MAX_SEARCH_LIMIT)?;
+    let center = match s.center {
+        Some(c) => {
+            let r = decode::entity_ref("center", &c)?;
+            let e = find_entity(ctx.node, group, &r)
+                .await?
+                .ok_or_else(|| ApiError::not_found("center", "no such entity in this group"))?;
+            Some(e.uuid)
+        }
+        None => None,
+    };
+    let recipe = if center.is_some() {
+        s.recipes.1
+    } else {
+        s.recipes.0
+    };
+    let mut request = SearchRequest::recipe(&s.query, recipe, limit)
+        .map_err(|e| ApiError::internal("choosing the search recipe", &e))?;
+    request.filters = s.filters;
+    request.center = center;
+    Query::new(ctx.node)
+        .search(group, &request)
+        .await
+        .map_err(|e| ApiError::from_query(e, "query"))
+}
+
+/// A count argument in `1..=max`, [`DEFAULT_RESULTS`] when absent.
+fn count(field: &str, value: Option<usize>, max: usize) -> Result<usize, ApiError> {
+    match value {
+        None => Ok(DEFAULT_RESULTS.min(max)),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::bad_request(
+            field,
+            format!("{n} is out of range; 1..={max}"),
+        )),
+    }
+}
+
+/// A list of names (labels, relations); an empty list means no filter.
+fn names(field: &str, list: Option<Vec<String>>) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
+    for (i, n) in list.iter().enumerate() {
+        if n.trim().is_empty() || n.chars().count() > MAX_NAME_CHARS {
+            return Err(ApiError::bad_request(
+                format!("{field}[{i}]"),
+                format!("must be a non-empty name of at most {MAX_NAME_CHARS} characters"),
+            ));
+        }
+    }
+    Ok(Some(list))
+}
+
+fn time(field: &str, text: Option<String>) -> Result<Option<Timestamp>, ApiError> {
+    Ok(text.map(|t| parse_time(field, &t)).transpose()?)
+}
+
+/// `get_episodes` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetEpisodes {
+    /// Most episodes returned (1-1000, default 10).
+    #[serde(default)]
+    max_episodes: Option<usize>,
+    /// Only episodes with a reference time at or before this instant (RFC 3339).
+    #[serde(default)]
+    before: Option<String>,
+}
+
+async fn get_episodes(ctx: &Ctx<'_>, group: &GroupId, a: GetEpisodes) -> Result<Value, ApiError> {
+    let n = count("max_episodes", a.max_episodes, MAX_LIST)?;
+    let before = time("before", a.before)?;
+    let episodes = ctx
+        .node
+        .store
+        .episodes_by_time(group, before, n)
+        .await
+        .map_err(|e| ApiError::internal("listing episodes", &e))?;
+    Ok(json!({ "episodes": encode(&episodes)? }))
+}
+
+/// `get_episode_entities` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetEpisodeEntities {
+    /// The episode's uuid (as add_memory or get_episodes returned it).
+    episode_uuid: Uuid,
+}
+
+async fn get_episode_entities(
+    ctx: &Ctx<'_>,
+    group: &GroupId,
+    a: GetEpisodeEntities,
+) -> Result<Value, ApiError> {
+    let produced = Query::new(ctx.node)
+        .produced_by(group, &[a.episode_uuid])
+        .await
+        .map_err(|e| ApiError::from_query(e, "episode_uuid"))?;
+    if produced.episodes.is_empty() {
+        return Err(ApiError::not_found(
+            "episode_uuid",
+            "no episode with this uuid in this group's graph (a pending one is not in it yet)",
+        ));
+    }
+    Ok(json!({
+        "episode_uuid": a.episode_uuid,
+        "entities": encode(&produced.entities)?,
+        "facts": encode(&produced.facts)?,
+    }))
+}
+
+/// `get_entity_edge` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetEntityEdge {
+    /// The fact's uuid.
+    uuid: Uuid,
+}
+
+/// A fact with its endpoints' names and without its embedding.
+#[derive(Serialize)]
+struct EdgeView {
+    #[serde(flatten)]
+    fact: Fact,
+    source_node_name: Option<String>,
+    target_node_name: Option<String>,
+}
+
+async fn get_entity_edge(
+    ctx: &Ctx<'_>,
+    group: &GroupId,
+    a: GetEntityEdge,
+) -> Result<Value, ApiError> {
+    let store = &ctx.node.store;
+    let lookup = |e| ApiError::internal("looking the fact up", &e);
+    let mut fact = store
+        .fact(group, a.uuid)
+        .await
+        .map_err(lookup)?
+        .ok_or_else(|| ApiError::not_found("uuid", "no fact with this uuid in this group"))?;
+    fact.fact_embedding = None;
+    let source = store
+        .entity(group, fact.source_node_uuid)
+        .await
+        .map_err(lookup)?;
+    let target = store
+        .entity(group, fact.target_node_uuid)
+        .await
+        .map_err(lookup)?;
+    encode(&EdgeView {
+        fact,
+        source_node_name: source.map(|e| e.name),
+        target_node_name: target.map(|e| e.name),
+    })
+}
+
+/// `delete_episode` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteEpisode {
+    /// The episode's uuid.
+    uuid: Uuid,
+}
+
+async fn delete_episode(
+    ctx: &Ctx<'_>,
+    group: &GroupId,
+    a: DeleteEpisode,
+) -> Result<Value, ApiError> {
+    let known = ctx.node.status.get(group, a.uuid).is_some()
+        || ctx
+            .node
+            .store
+            .episode(group, a.uuid)
+            .await
+            .map_err(|e| ApiError::internal("looking the episode up", &e))?
+            .is_some();
+    if !known {
+        return Err(ApiError::not_found(
+            "uuid",
+            "no episode with this uuid in this group",
+        ));
+    }
+    let command = Command::RetractEpisode {
+        uuid: crate::gateway::retraction_id(group, a.uuid),
+        group_id: group.clone(),
+        episode_uuid: a.uuid,
+    };
+    let mut view = accept(ctx, group, command).await?;
+    view["episode_uuid"] = json!(a.uuid);
+    Ok(view)
+}
+
+/// `build_communities` takes nothing but the group.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuildCommunities {}
+
+/// `summarize_saga` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizeSaga {
+    /// The saga's name (as given to add_memory).
+    saga: String,
+}
+
+async fn summarize_saga(
+    ctx: &Ctx<'_>,
+    group: &GroupId,
+    a: SummarizeSaga,
+) -> Result<Value, ApiError> {
+    if a.saga.trim().is_empty() {
+        return Err(ApiError::bad_request("saga", "must not be empty"));
+    }
+    if a.saga.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(
+            "saga",
+            format!("longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    // As over HTTP: a saga exists once an episode names it; a typo is a 404,
+    // not a command that decides nothing.
+    let known = Query::new(ctx.node)
+        .saga(group, &a.saga)
+        .await
+        .map_err(|e| ApiError::internal("reading the saga", &e))?
+        .is_some();
+    if !known {
+        return Err(ApiError::not_found(
+            "saga",
+            "no saga of this name in this group; a saga is created by the first episode that \
+             names it (add_memory with saga)",
+        ));
+    }
+    let command = Command::SummarizeSaga {
+        uuid: Uuid::new_v4(),
+        group_id: group.clone(),
+        saga: a.saga,
+    };
+    accept(ctx, group, command).await
+}
+
+/// `get_status` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetStatus {
+    /// A uuid a write tool returned; without it, the group's processing status.
+    #[serde(default)]
+    uuid: Option<Uuid>,
+}
+
+/// A group's processing status.
+#[derive(Serialize)]
+struct GroupStatus {
+    group_id: GroupId,
+    /// The group's commands accepted and not yet decided.
+    pending: usize,
+    /// The group's commands decided.
+    processed: usize,
+    /// The group's commands dead-lettered.
+    dead_lettered: usize,
+    /// Episodes-log records of the group's partition not yet decided
+    /// (every group on that partition counts).
+    processor_lag: u64,
+    /// Graph-event records of the group's partition not yet projected.
+    projector_lag: u64,
+}
+
+async fn get_status(ctx: &Ctx<'_>, group: &GroupId, a: GetStatus) -> Result<Value, ApiError> {
+    let node = ctx.node;
+    match a.uuid {
+        Some(uuid) => {
+            let status = node.status.get(group, uuid).ok_or_else(|| {
+                ApiError::not_found(
+                    "uuid",
+                    "no command with this uuid in this group; use the uuid a write tool returned",
+                )
+            })?;
+            let projected = match status {
+                CommandStatus::Processed { .. } => Some(projector_lag(node, group).await? == 0),
+                _ => None,
+            };
+            encode(&CommandView {
+                uuid,
+                group_id: group.clone(),
+                status,
+                projected,
+            })
+        }
+        None => {
+            let (pending, processed, dead_lettered) = node.status.summary(Some(group));
+            let topic = &node.topics.episodes;
+            let (p, end) = partition_end(node, topic, group).await?;
+            let decided = node.progress.decided.borrow().get(&p).copied().unwrap_or(0);
+            encode(&GroupStatus {
+                group_id: group.clone(),
+                pending,
+                processed,
+                dead_lettered,
+                processor_lag: end.saturating_sub(decided),
+                projector_lag: projector_lag(node, group).await?,
+            })
+        }
+    }
+}
+
+/// The group's partition of `topic` and its end offset.
+async fn partition_end(node: &Node, topic: &str, group: &GroupId) -> Result<(u32, u64), ApiError> {
+    let unavailable = |e| ApiError::unavailable("the log", &e);
+    let count = node.log.partition_count(topic).await.map_err(unavailable)?;
+    let p = chronicle_log::partition_for(group.as_str().as_bytes(), count.max(1));
+    let end = node.log.end_offset(topic, p).await.map_err(unavailable)?;
+    Ok((p, end))
+}
+
+/// Graph-event records of the group's partition not yet projected into
+/// the store *and* the search indices. A decision is appended before its
+/// command shows as processed, so a processed command is searchable once
+/// this is zero (conservative: other groups' later records on the
+/// partition count too). The position is the in-process projector's, which
+/// it publishes after committing the indices; the store's own position can
+/// run ahead of the indices, so it is not used. (MCP is only served where
+/// the projector runs in-process.)
+async fn projector_lag(node: &Node, group: &GroupId) -> Result<u64, ApiError> {
+    let (p, end) = partition_end(node, &node.topics.graph_events, group).await?;
+    let at = node
+        .progress
+        .projected
+        .borrow()
+        .get(&p)
+        .copied()
+        .unwrap_or(0);
+    Ok(end.saturating_sub(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schema_is_an_object_requiring_group_id() {
+        for t in TOOLS {
+            let s = (t.schema)();
+            assert_eq!(s["type"], "object", "{}", t.name);
+            assert_eq!(s["required"][0], "group_id", "{}", t.name);
+            assert_eq!(s["properties"]["group_id"]["type"], "string", "{}", t.name);
+            assert_eq!(s["additionalProperties"], false, "{}", t.name);
+        }
+        let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(names.len(), unique.len(), "tool names are unique");
+    }
+
+    #[test]
+    fn decoding_names_the_bad_field() {
+        let obj = |v: Value| match v {
+            Value::Object(m) => m,
+            _ => unreachable!("an object literal"),
+        };
+        let cases: Vec<(Result<(), ApiError>, &str)> = vec![
+            (
+                decode_args::<SearchFacts>(obj(json!({}))).map(drop),
+                "query",
+            ),
+            (
+                decode_args::<SearchFacts>(obj(json!({"query": "q", "edge_types": ["A", 3]})))
+                    .map(drop),
+                "edge_types[1]",
+            ),
+            (
+                decode_args::<SearchFacts>(obj(json!({"query": "q", "bogus": 1}))).map(drop),
+                "bogus",
+            ),
+            (
+                decode_args::<DeleteEpisode>(obj(json!({"uuid": "not-a-uuid"}))).map(drop),
+                "uuid",
+            ),
+            (
+                decode_args::<AddMemory>(obj(json!({"name": "x"}))).map(drop),
+                "episode_body",
+            ),
+            (count("max_facts", Some(0), 100).map(drop), "max_facts"),
+            (count("max_facts", Some(101), 100).map(drop), "max_facts"),
+            (
+                names("edge_types", Some(vec!["A".into(), " ".into()])).map(drop),
+                "edge_types[1]",
+            ),
+            (time("as_of", Some("yesterday".into())).map(drop), "as_of"),
+        ];
+        for (r, field) in cases {
+            let e = r.expect_err(field);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{field}: {e:?}");
+            assert_eq!(e.field.as_deref(), Some(field), "{e:?}");
+        }
+        let center = decode_args::<SearchNodes>(obj(
+            json!({"query": "q", "center_node_uuid": "67e55044-10b1-426f-9247-bb680e5fe0c8"}),
+        ))
+        .expect("graphiti's name for the center is accepted");
+        assert!(center.center.is_some());
+        assert_eq!(names("edge_types", Some(Vec::new())).expect("empty"), None);
+        assert_eq!(
+            count("max_nodes", None, 100).expect("default"),
+            DEFAULT_RESULTS
+        );
+    }
+}
