@@ -140,42 +140,31 @@ pub async fn recover(node: &Node, partition: Option<u32>) -> anyhow::Result<Reco
         partition.is_none_or(|p| chronicle_log::partition_for(g.as_str().as_bytes(), episodes) == p)
     };
     // With equal partition counts a group sits on the same partition of both topics.
-    let scan: Vec<u32> = match partition {
+    let partitions: Vec<u32> = match partition {
         Some(p) if events == episodes => vec![p],
         _ => (0..events).collect(),
     };
-    for p in scan {
-        let end = node.log.end_offset(topic, p).await?;
-        let mut offset = 0;
-        while offset < end {
-            let records = node
-                .log
-                .read(topic, p, offset, 1024, Duration::ZERO)
-                .await?;
-            if records.is_empty() {
-                break;
-            }
-            for r in &records {
-                offset = r.offset + 1;
-                out.records += 1;
-                match node.events.decode(&r.payload) {
-                    Ok(batch) if mine(&batch.group_id) => {
-                        out.decided
-                            .insert((batch.group_id.clone(), batch.command_uuid));
-                        node.status.decided(&batch);
-                        let state = out
-                            .states
-                            .entry(batch.group_id.clone())
-                            .or_insert_with(|| GroupState::new(batch.group_id.clone()));
-                        apply_batch(state, &batch);
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(partition = p, offset = r.offset, error = %e, "skipping undecodable graph-events record")
-                    }
+    for p in partitions {
+        chronicle_log::scan(node.log.as_ref(), topic, p, 0, |r| {
+            out.records += 1;
+            match node.events.decode(&r.payload) {
+                Ok(batch) if mine(&batch.group_id) => {
+                    out.decided
+                        .insert((batch.group_id.clone(), batch.command_uuid));
+                    node.status.decided(&batch);
+                    let state = out
+                        .states
+                        .entry(batch.group_id.clone())
+                        .or_insert_with(|| GroupState::new(batch.group_id.clone()));
+                    apply_batch(state, &batch);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(partition = p, offset = r.offset, error = %e, "skipping undecodable graph-events record")
                 }
             }
-        }
+        })
+        .await?;
     }
     Ok(out)
 }
@@ -637,6 +626,12 @@ fn record_metrics(batch: &EventBatch, took: Duration) {
         .count();
     METRICS.invalidations.inc_by(invalidations as u64);
     if let Some(stats) = &batch.stats {
+        for (stage, micros) in &stats.stage_micros {
+            METRICS
+                .stage_duration
+                .with_label_values(&[stage])
+                .observe(*micros as f64 / 1e6);
+        }
         for (tier, n) in &stats.resolutions {
             METRICS.resolutions.with_label_values(&[tier]).inc_by(*n);
         }

@@ -84,6 +84,7 @@ fn stats_to_avro(s: &DecisionStats) -> Value {
         ("resolutions", counts_to_avro(&s.resolutions)),
         ("embeddings", Value::Long(s.embeddings as i64)),
         ("decide_micros", Value::Long(s.decide_micros as i64)),
+        ("stage_micros", counts_to_avro(&s.stage_micros)),
     ])
 }
 
@@ -121,6 +122,7 @@ fn stats_from_avro(v: Value) -> Result<DecisionStats, CodecError> {
         resolutions: counts_from_avro("EventBatch.stats.resolutions", f.take("resolutions")?)?,
         embeddings: count(f.long("embeddings")?, "embeddings")?,
         decide_micros: count(f.long("decide_micros")?, "decide_micros")?,
+        stage_micros: counts_from_avro("EventBatch.stats.stage_micros", f.take("stage_micros")?)?,
     })
 }
 

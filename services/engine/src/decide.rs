@@ -121,6 +121,29 @@ pub mod tier {
     pub const IN_BATCH: &str = "in_batch";
 }
 
+/// The pipeline stages timed in [`DecisionStats::stage_micros`], for the
+/// stage-latency metric.
+pub mod stage {
+    /// Picking the context episodes.
+    pub const CONTEXT: &str = "context";
+    /// Extraction of entities and fact candidates (the model call).
+    pub const EXTRACT: &str = "extract";
+    /// Turning fact candidates into drafts: endpoints, relations, dates.
+    pub const EXTRACT_FACTS: &str = "extract_facts";
+    /// The entity resolution funnel, embeddings included.
+    pub const RESOLVE_ENTITIES: &str = "resolve_entities";
+    /// Duplicates, contradictions and invalidations.
+    pub const RESOLVE_FACTS: &str = "resolve_facts";
+    /// Entity summaries from the new facts.
+    pub const SUMMARIES: &str = "summaries";
+    /// Incremental community maintenance.
+    pub const COMMUNITIES: &str = "communities";
+}
+
+fn micros_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
 /// The pipeline with its ports.
 #[derive(Clone)]
 pub struct Decider {
@@ -262,8 +285,11 @@ impl Decider {
                 if state.get_episode(&ep.uuid).is_some() {
                     EventBatch::new(ep.uuid, ep.group_id.clone(), *tx_time, *source, Vec::new())
                 } else {
+                    let context_started = Instant::now();
                     let context = self.context(state, ep, &[]);
-                    let prepared = self.prepare(ep, context).await?;
+                    let context_micros = micros_since(context_started);
+                    let mut prepared = self.prepare(ep, context).await?;
+                    prepared.stats.stage(stage::CONTEXT, context_micros);
                     let mut cache = BTreeMap::new();
                     self.resolve(state, ep, prepared, *tx_time, *source, &mut cache)
                         .await?
@@ -305,7 +331,7 @@ impl Decider {
             }
         };
         if let Some(stats) = batch.stats.as_mut() {
-            stats.decide_micros = started.elapsed().as_micros() as u64;
+            stats.decide_micros = micros_since(started);
         }
         Ok(batch)
     }
@@ -349,7 +375,9 @@ impl Decider {
         for (a, ep) in items.iter().zip(&episodes) {
             match ep {
                 Some(ep) => {
-                    contexts.push(Some(self.context(state, ep, &earlier)));
+                    let started = Instant::now();
+                    let context = self.context(state, ep, &earlier);
+                    contexts.push(Some((context, micros_since(started))));
                     earlier.push(stored_episode(ep, a.tx_time, Vec::new()));
                 }
                 None => contexts.push(None),
@@ -358,7 +386,12 @@ impl Decider {
         let prepared =
             futures::future::join_all(episodes.iter().zip(contexts).map(|(ep, ctx)| async move {
                 match (ep, ctx) {
-                    (Some(ep), Some(ctx)) => Some(self.prepare(ep, ctx).await),
+                    (Some(ep), Some((ctx, context_micros))) => {
+                        Some(self.prepare(ep, ctx).await.map(|mut p| {
+                            p.stats.stage(stage::CONTEXT, context_micros);
+                            p
+                        }))
+                    }
                     _ => None,
                 }
             }))
@@ -413,6 +446,7 @@ impl Decider {
         previous_episodes: Vec<ContextEpisode>,
     ) -> Result<Prepared, DecideError> {
         let mut stats = DecisionStats::default();
+        let started = Instant::now();
         let extraction = match ep.source {
             EpisodeType::FactTriple => {
                 triple_extraction(&FactTriple::parse(&ep.content)?, &self.ontology)
@@ -433,6 +467,7 @@ impl Decider {
                     .await?
             }
         };
+        stats.stage(stage::EXTRACT, micros_since(started));
         Ok(Prepared { extraction, stats })
     }
 
@@ -499,6 +534,7 @@ impl Decider {
         let entities = collapse_entities(extraction.entities, &self.ontology);
 
         // Facts first parsed, so their sentences are embedded with the names in one call.
+        let started = Instant::now();
         let name_keys: BTreeMap<String, usize> = entities
             .iter()
             .enumerate()
@@ -513,7 +549,10 @@ impl Decider {
             }
         }
 
+        stats.stage(stage::EXTRACT_FACTS, micros_since(started));
+
         // Entity resolution: exact, then fuzzy.
+        let started = Instant::now();
         let mut resolved: Vec<Option<(Uuid, &'static str)>> = vec![None; entities.len()];
         for (i, e) in entities.iter().enumerate() {
             let type_name = self.ontology.entity_type_name(e.entity_type_id);
@@ -655,7 +694,10 @@ impl Decider {
             }
         }
 
+        stats.stage(stage::RESOLVE_ENTITIES, micros_since(started));
+
         // Fact resolution.
+        let started = Instant::now();
         let mut facts = FactWork::new(state);
         let drafts: Vec<(FactDraft, Uuid, Uuid, Vec<f32>)> = fact_drafts
             .into_iter()
@@ -689,7 +731,10 @@ impl Decider {
             facts.resolve(fact, &self.ontology, verdict);
         }
 
+        stats.stage(stage::RESOLVE_FACTS, micros_since(started));
+
         // Summaries from the new facts only.
+        let started = Instant::now();
         let mut material: BTreeMap<Uuid, Vec<String>> = BTreeMap::new();
         for f in &facts.created {
             for end in [f.source_node_uuid, f.target_node_uuid] {
@@ -732,7 +777,10 @@ impl Decider {
             }
         }
 
+        stats.stage(stage::SUMMARIES, micros_since(started));
+
         // Communities of the episode's entities, as the graph will be after it.
+        let started = Instant::now();
         let community_kinds = if self.config.communities.incremental {
             let delta = EpisodeDelta {
                 mentioned: &uuid_of,
@@ -749,6 +797,9 @@ impl Decider {
         } else {
             Vec::new()
         };
+        if self.config.communities.incremental {
+            stats.stage(stage::COMMUNITIES, micros_since(started));
+        }
 
         // Events.
         let mut entity_edges: Vec<Uuid> = Vec::new();

@@ -545,6 +545,46 @@ async fn deciding_is_deterministic() {
     assert_eq!(a.to_canonical_json(), b.to_canonical_json());
 }
 
+#[tokio::test]
+async fn a_decision_times_each_of_its_stages() {
+    let g = group("stages");
+    let items = [
+        episode(&g, 1, "Hana lives in Osaka.", "2024-01-01T00:00:00Z"),
+        episode(&g, 2, "Hana moved to Kobe.", "2024-02-01T00:00:00Z"),
+    ];
+    let expected = [
+        crate::decide::stage::CONTEXT,
+        crate::decide::stage::EXTRACT,
+        crate::decide::stage::EXTRACT_FACTS,
+        crate::decide::stage::RESOLVE_ENTITIES,
+        crate::decide::stage::RESOLVE_FACTS,
+        crate::decide::stage::SUMMARIES,
+    ];
+    let d = offline();
+    let mut sequential = GroupState::new(g.clone());
+    let mut bulk = sequential.clone();
+    for it in &items {
+        let batch = d.decide(&sequential, it).await.unwrap();
+        let stats = batch.stats.clone().unwrap();
+        let stages: Vec<&str> = stats.stage_micros.keys().map(String::as_str).collect();
+        for stage in expected {
+            assert!(stages.contains(&stage), "{stage} missing from {stages:?}");
+        }
+        let staged: u64 = stats.stage_micros.values().sum();
+        assert!(
+            staged <= stats.decide_micros,
+            "stages are inside the decision"
+        );
+        apply_batch(&mut sequential, &batch);
+    }
+    for batch in d.decide_bulk(&mut bulk, &items).await {
+        let stats = batch.unwrap().stats.unwrap();
+        for stage in expected {
+            assert!(stats.stage_micros.contains_key(stage), "bulk: {stage}");
+        }
+    }
+}
+
 fn synthetic_group(n_episodes: usize) -> (GroupId, Vec<Accepted>) {
     let g = group("bulk");
     let people = [

@@ -63,6 +63,10 @@ pub struct KafkaConfig {
     /// How long a broker round trip (metadata, admin, commit, transaction
     /// step, delivery) may take before the call fails.
     pub timeout: Duration,
+    /// Largest record this log writes, and the `max.message.bytes` of the
+    /// topics it creates. One decided episode, or one community rebuild of a
+    /// large group, is a single record, so Kafka's 1 MB default is too small.
+    pub max_record_bytes: u32,
     /// Extra librdkafka settings for every client, applied last so they can
     /// override ours (e.g. `linger.ms`, `security.protocol`).
     pub settings: BTreeMap<String, String>,
@@ -70,7 +74,7 @@ pub struct KafkaConfig {
 
 impl KafkaConfig {
     /// Defaults for a development broker: client id `chronicle`, replication
-    /// factor 1, no transactions, 30 s timeout.
+    /// factor 1, no transactions, 30 s timeout, records up to 16 MiB.
     pub fn new(brokers: impl Into<String>) -> Self {
         KafkaConfig {
             brokers: brokers.into(),
@@ -78,6 +82,7 @@ impl KafkaConfig {
             replication_factor: 1,
             transactional: false,
             timeout: Duration::from_secs(30),
+            max_record_bytes: 16 << 20,
             settings: BTreeMap::new(),
         }
     }
@@ -124,6 +129,7 @@ impl KafkaConfig {
         c.set("enable.idempotence", "true")
             .set("acks", "all")
             .set("linger.ms", "5")
+            .set("message.max.bytes", self.max_record_bytes.to_string())
             .set("message.timeout.ms", self.timeout_ms());
         if self.transactional {
             c.set("transactional.id", &self.client_id);
@@ -865,11 +871,13 @@ impl EventLog for KafkaLog {
             return Ok(count);
         }
         let replication = i32::from(self.inner.config.replication_factor);
+        let max_record_bytes = self.inner.config.max_record_bytes.to_string();
         let new = NewTopic::new(
             topic,
             to_i32(partitions, "partition count")?,
             TopicReplication::Fixed(replication),
-        );
+        )
+        .set("max.message.bytes", &max_record_bytes);
         let options = AdminOptions::new()
             .operation_timeout(Some(self.inner.config.timeout))
             .request_timeout(Some(self.inner.config.timeout));
@@ -1250,6 +1258,7 @@ mod tests {
         assert_eq!(producer.get("enable.idempotence"), Some("true"));
         assert_eq!(producer.get("acks"), Some("all"));
         assert_eq!(producer.get("transactional.id"), Some("chronicle"));
+        assert_eq!(producer.get("message.max.bytes"), Some("16777216"));
         let consumer = config.consumer(Some("g"));
         assert_eq!(consumer.get("isolation.level"), Some("read_committed"));
         assert_eq!(consumer.get("enable.auto.commit"), Some("false"));

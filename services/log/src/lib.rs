@@ -162,6 +162,41 @@ pub trait EventLog: Send + Sync + 'static {
     ) -> Result<Option<u64>, LogError>;
 }
 
+/// Records per read of [`scan`].
+const SCAN_CHUNK: usize = 1024;
+
+/// Hands each record of `topic`/`partition` from `from` up to the end offset
+/// the partition has when the scan starts to `visit`, in order; returns the
+/// offset after the last record visited. The one way recovery, statistics,
+/// audits and benchmarks read a partition. It stops early when a read finds
+/// nothing (a transaction marker can hold the last offsets before the end).
+pub async fn scan(
+    log: &dyn EventLog,
+    topic: &str,
+    partition: u32,
+    from: u64,
+    mut visit: impl FnMut(Record) + Send,
+) -> Result<u64, LogError> {
+    let end = log.end_offset(topic, partition).await?;
+    let mut offset = from;
+    while offset < end {
+        let records = log
+            .read(topic, partition, offset, SCAN_CHUNK, Duration::ZERO)
+            .await?;
+        if records.is_empty() {
+            break;
+        }
+        for record in records {
+            if record.offset >= end {
+                return Ok(offset);
+            }
+            offset = record.offset + 1;
+            visit(record);
+        }
+    }
+    Ok(offset)
+}
+
 /// Kafka's default partitioner for keyed records: `toPositive(murmur2(key)) % partitions`.
 pub fn partition_for(key: &[u8], partitions: u32) -> u32 {
     assert!(partitions > 0, "a topic has at least one partition");

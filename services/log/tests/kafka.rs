@@ -121,6 +121,24 @@ async fn placement_matches_partition_for() {
     assert_eq!(used.len(), 8, "200 keys spread over every partition");
 }
 
+#[tokio::test]
+async fn records_beyond_kafkas_1_mb_default_round_trip() {
+    // A community rebuild of a 20k-entity group is one ~3 MB record.
+    let broker = TestBroker::start();
+    let log = connect(&broker).await;
+    let topic = unique("large");
+    log.create_topic(&topic, 1).await.unwrap();
+    let payload: String = (0..3_000_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    log.append(&topic, vec![rec("g", payload.clone())], None)
+        .await
+        .unwrap();
+    let read = read_to_end(&log, &topic, 0, 0).await;
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].payload, payload.into_bytes());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn per_key_order_holds_under_concurrent_producers() {
     const PRODUCERS: usize = 6;

@@ -25,7 +25,9 @@ pub struct Metrics {
     pub episodes_processed: IntCounterVec,
     /// Records between a consumer's position and the partition end, by role and partition.
     pub consumer_lag: IntGaugeVec,
-    /// Duration of each pipeline stage: `decide` (a whole decision, retries
+    /// Duration of each pipeline stage: the decision's own stages (`context`,
+    /// `extract`, `extract_facts`, `resolve_entities`, `resolve_facts`,
+    /// `summaries`, `communities`), `decide` (a whole decision, retries
     /// included), `extract_bulk` (model extraction for a bulk of a group's
     /// episodes), `emit` (appending a decision to the graph-events log),
     /// `project_commit` (the projector committing store and indices).

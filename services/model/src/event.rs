@@ -191,6 +191,17 @@ pub struct DecisionStats {
     pub embeddings: u64,
     /// Wall time of the decision, in microseconds.
     pub decide_micros: u64,
+    /// Wall time by pipeline stage, in microseconds, so an operator sees
+    /// where a slow decision spent its time (see [`DecisionStats::stage`]).
+    #[serde(default)]
+    pub stage_micros: std::collections::BTreeMap<String, u64>,
+}
+
+impl DecisionStats {
+    /// Adds `micros` to `stage`'s time.
+    pub fn stage(&mut self, stage: &'static str, micros: u64) {
+        *self.stage_micros.entry(stage.to_owned()).or_default() += micros;
+    }
 }
 
 impl EventBatch {

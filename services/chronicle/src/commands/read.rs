@@ -1,11 +1,10 @@
 //! Read commands: facts, search, timeline, stats, status.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
 
 use anyhow::Context;
 use chronicle_engine::search::SearchFilters;
-use chronicle_model::{GroupId, Timestamp};
+use chronicle_model::{EventBatch, GroupId, Timestamp};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -250,46 +249,48 @@ pub struct LogStats {
     pub embeddings: u64,
 }
 
+/// Hands every decision on the graph-events log (of one group, or all) to
+/// `visit`; undecodable records are skipped (they are the processor's to
+/// report).
+pub async fn for_each_decision(
+    node: &Node,
+    group: Option<&GroupId>,
+    mut visit: impl FnMut(EventBatch) + Send,
+) -> anyhow::Result<()> {
+    let topic = &node.topics.graph_events;
+    for p in 0..node.log.partition_count(topic).await? {
+        chronicle_log::scan(node.log.as_ref(), topic, p, 0, |r| {
+            if let Ok(batch) = node.events.decode(&r.payload)
+                && group.is_none_or(|g| g == &batch.group_id)
+            {
+                visit(batch);
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
 /// Scans the graph-events log (for one group, or all).
 pub async fn log_stats(node: &Node, group: Option<&GroupId>) -> anyhow::Result<LogStats> {
     let mut s = LogStats::default();
-    let topic = &node.topics.graph_events;
-    for p in 0..node.log.partition_count(topic).await? {
-        let end = node.log.end_offset(topic, p).await?;
-        let mut offset = 0;
-        while offset < end {
-            let records = node
-                .log
-                .read(topic, p, offset, 1024, Duration::ZERO)
-                .await?;
-            if records.is_empty() {
-                break;
-            }
-            for r in records {
-                offset = r.offset + 1;
-                let Ok(batch) = node.events.decode(&r.payload) else {
-                    continue;
-                };
-                if group.is_some_and(|g| g != &batch.group_id) {
-                    continue;
-                }
-                s.decisions += 1;
-                s.events += batch.events.len() as u64;
-                if batch.dead_letter.is_some() {
-                    s.dead_lettered += 1;
-                }
-                if let Some(st) = batch.stats {
-                    for (k, v) in st.llm_calls {
-                        *s.llm_calls.entry(k).or_default() += v;
-                    }
-                    for (k, v) in st.resolutions {
-                        *s.resolutions.entry(k).or_default() += v;
-                    }
-                    s.embeddings += st.embeddings;
-                }
-            }
+    for_each_decision(node, group, |batch| {
+        s.decisions += 1;
+        s.events += batch.events.len() as u64;
+        if batch.dead_letter.is_some() {
+            s.dead_lettered += 1;
         }
-    }
+        if let Some(st) = batch.stats {
+            for (k, v) in st.llm_calls {
+                *s.llm_calls.entry(k).or_default() += v;
+            }
+            for (k, v) in st.resolutions {
+                *s.resolutions.entry(k).or_default() += v;
+            }
+            s.embeddings += st.embeddings;
+        }
+    })
+    .await?;
     Ok(s)
 }
 
@@ -379,26 +380,10 @@ struct StatusJson {
 /// Ids of the commands decided on the graph-events log (of one group, or all).
 async fn decided_ids(node: &Node, group: Option<&GroupId>) -> anyhow::Result<HashSet<Uuid>> {
     let mut out = HashSet::new();
-    let topic = &node.topics.graph_events;
-    for p in 0..node.log.partition_count(topic).await? {
-        let end = node.log.end_offset(topic, p).await?;
-        let mut offset = 0;
-        while offset < end {
-            let records = node
-                .log
-                .read(topic, p, offset, 1024, Duration::ZERO)
-                .await?;
-            let Some(last) = records.last() else { break };
-            offset = last.offset + 1;
-            for r in &records {
-                if let Ok(batch) = node.events.decode(&r.payload)
-                    && group.is_none_or(|g| g == &batch.group_id)
-                {
-                    out.insert(batch.command_uuid);
-                }
-            }
-        }
-    }
+    for_each_decision(node, group, |batch| {
+        out.insert(batch.command_uuid);
+    })
+    .await?;
     Ok(out)
 }
 
@@ -408,23 +393,18 @@ async fn undecided(
     node: &Node,
     partition: u32,
     from: u64,
-    end: u64,
     group: Option<&GroupId>,
     decided: &HashSet<Uuid>,
 ) -> anyhow::Result<u64> {
-    let topic = &node.topics.episodes;
     let mut count = 0;
-    let mut offset = from;
-    while offset < end {
-        let records = node
-            .log
-            .read(topic, partition, offset, 1024, Duration::ZERO)
-            .await?;
-        let Some(last) = records.last() else { break };
-        offset = last.offset + 1;
-        for r in &records {
+    chronicle_log::scan(
+        node.log.as_ref(),
+        &node.topics.episodes,
+        partition,
+        from,
+        |r| {
             if group.is_some_and(|g| g.as_str().as_bytes() != r.key.as_slice()) {
-                continue;
+                return;
             }
             // An undecodable record is dead-lettered, not pending.
             if let Ok(c) = node.commands.decode(&r.payload)
@@ -432,8 +412,9 @@ async fn undecided(
             {
                 count += 1;
             }
-        }
-    }
+        },
+    )
+    .await?;
     Ok(count)
 }
 
@@ -458,7 +439,7 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
         let ge_end = node.log.end_offset(&node.topics.graph_events, p).await?;
         let projected = positions.get(&p).copied().unwrap_or(0);
         let lag = end.saturating_sub(committed.unwrap_or(0));
-        pending += undecided(node, p, committed.unwrap_or(0), end, g.as_ref(), &decided).await?;
+        pending += undecided(node, p, committed.unwrap_or(0), g.as_ref(), &decided).await?;
         partitions.push(PartitionStatus {
             partition: p,
             episodes_end: end,
