@@ -233,11 +233,23 @@ async fn killing_processor_and_projector_repeatedly_loses_and_duplicates_nothing
         kill9(processor);
         kill9(projector);
     }
-    let processor = cluster.spawn("processor", &["processor"]);
+    // The last pair starts once the dead members' sessions (6 s) have run
+    // out, so their joins open a new generation. tansu 0.6 drops a member
+    // that misses its session during a heartbeat without starting one: the
+    // survivors keep the old assignment and the dead member's partitions stay
+    // orphaned (Kafka rebalances them).
+    std::thread::sleep(Duration::from_secs(8));
+    let processor = cluster.spawn_logged("processor", &["processor"]);
     let projector = cluster.spawn("projector", &["projector"]);
     let decisions = cluster
         .wait_for_decisions(300, Duration::from_secs(240))
         .await;
+    assert!(
+        decisions.len() >= 300,
+        "{} of 300 decided; the last processor's log:\n{}",
+        decisions.len(),
+        cluster.log_of("processor")
+    );
     assert_ordered_once(&decisions, 300);
     terminate(processor);
     let distributed = projected(&cluster, projector).await;
@@ -318,8 +330,9 @@ async fn two_processors_split_partitions_and_one_takes_over() {
             cluster.log_of(role)
         );
     }
-    // Stopped mid-ingest. (SIGTERM: the in-process tansu broker never expires a
-    // member killed with SIGKILL; against Kafka the session timeout does the same.)
+    // Stopped mid-ingest. (SIGTERM: tansu 0.6 expires a SIGKILLed member
+    // without a new generation, so its partitions would stay orphaned; see
+    // the kill test. Against Kafka the session timeout does the same.)
     terminate(first);
     let decisions = cluster
         .wait_for_decisions(900, Duration::from_secs(300))
