@@ -12,12 +12,14 @@ test *ARGS:
 
 # Benchmarks (release build), one JSON object per line.
 bench:
-    source scripts/env.sh && cargo build --release -p chronicle
+    source scripts/env.sh && cargo build --release -p chronicle --features bench-broker
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench log
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench search
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench communities
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench kafka
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench api
 
 # Format the code.
 fmt:
