@@ -27,7 +27,7 @@ fmt:
 
 # Lints, warnings as errors.
 lint:
-    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets -- -D warnings
+    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets --features chronicle/bench-broker -- -D warnings
 
 # Rebuild the projection of DATA from its log.
 rebuild DATA=".data":

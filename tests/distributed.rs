@@ -56,18 +56,19 @@ impl Cluster {
         c
     }
 
-    fn spawn(&self, role: &str, args: &[&str]) -> Child {
-        self.chronicle(role, args).spawn().unwrap()
+    fn spawn(&self, role: &str, args: &[&str]) -> Role {
+        Role(self.chronicle(role, args).spawn().unwrap())
     }
 
     /// Spawns with info logs going to `<role>.log` in the cluster's directory.
-    fn spawn_logged(&self, role: &str, args: &[&str]) -> Child {
+    fn spawn_logged(&self, role: &str, args: &[&str]) -> Role {
         std::fs::create_dir_all(self.dir.path()).unwrap();
         let log = std::fs::File::create(self.dir.path().join(format!("{role}.log"))).unwrap();
         self.chronicle(role, args)
             .env("CHRONICLE_LOG_LEVEL", "info")
             .stderr(log)
             .spawn()
+            .map(Role)
             .unwrap()
     }
 
@@ -140,7 +141,19 @@ impl Cluster {
     }
 }
 
-fn terminate(mut child: Child) {
+/// A role's process, killed when dropped so a failing test leaves no
+/// process behind.
+struct Role(Child);
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn terminate(mut role: Role) {
+    let child = &mut role.0;
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())
@@ -156,9 +169,9 @@ fn terminate(mut child: Child) {
     panic!("process did not stop on SIGTERM");
 }
 
-fn kill9(mut child: Child) {
-    child.kill().unwrap();
-    child.wait().unwrap();
+fn kill9(mut role: Role) {
+    role.0.kill().unwrap();
+    role.0.wait().unwrap();
 }
 
 /// The embedded single-process run of the same input.
@@ -194,7 +207,7 @@ fn assert_ordered_once(decisions: &[(u32, EventBatch)], expected: usize) {
 
 async fn projected(
     cluster: &Cluster,
-    projector: Child,
+    projector: Role,
 ) -> BTreeMap<String, chronicle_e2e::PlainGroup> {
     // SIGTERM: the projector finishes, commits and leaves; then its store can be opened.
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -8,10 +8,11 @@ use chronicle_model::{
 
 use crate::command::{episode_type, parse_episode_type};
 use crate::value::{Fields, floats, json, opt, record, string, strings, ts, uuid, uuids};
-use crate::{AvroRecord, CodecError, EVENT_BATCH_SCHEMA};
+use crate::{AvroRecord, CodecError, EVENT_BATCH_EARLIER_SCHEMAS, EVENT_BATCH_SCHEMA};
 
 impl AvroRecord for EventBatch {
     const SCHEMA_JSON: &'static str = EVENT_BATCH_SCHEMA;
+    const EARLIER_SCHEMAS: &'static [&'static str] = EVENT_BATCH_EARLIER_SCHEMAS;
 
     fn to_avro(&self) -> Value {
         record(vec![

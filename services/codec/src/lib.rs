@@ -28,6 +28,11 @@ pub use error::CodecError;
 pub const COMMAND_SCHEMA: &str = include_str!("../../../schemas/avro/command.avsc");
 /// The graph-events record schema (`schemas/avro/event_batch.avsc`).
 pub const EVENT_BATCH_SCHEMA: &str = include_str!("../../../schemas/avro/event_batch.avsc");
+/// Earlier graph-events schemas (`schemas/avro/history/`): the log is
+/// immutable, so every version that ever wrote to it stays readable.
+pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[include_str!(
+    "../../../schemas/avro/history/event_batch.v1.avsc"
+)];
 
 /// Single-object encoding marker.
 const MARKER: [u8; 2] = [0xC3, 0x01];
@@ -41,6 +46,9 @@ const MAX_ALLOCATION_BYTES: usize = 64 * 1024 * 1024;
 pub trait AvroRecord: Sized {
     /// The writer (and default reader) schema, as JSON.
     const SCHEMA_JSON: &'static str;
+    /// Every earlier writer schema still found in logs; a new codec reads
+    /// them, resolving to [`Self::SCHEMA_JSON`].
+    const EARLIER_SCHEMAS: &'static [&'static str] = &[];
     /// The model value as an Avro value of [`Self::SCHEMA_JSON`].
     fn to_avro(&self) -> Value;
     /// Reads a value resolved to [`Self::SCHEMA_JSON`] (fields are taken by
@@ -96,7 +104,13 @@ impl<T: AvroRecord> AvroCodec<T> {
     pub fn new() -> Self {
         apache_avro::util::max_allocation_bytes(MAX_ALLOCATION_BYTES);
         let schema = Schema::parse_str(T::SCHEMA_JSON).expect("bundled schema parses");
-        Self::with_reader_schema(schema)
+        T::EARLIER_SCHEMAS
+            .iter()
+            .fold(Self::with_reader_schema(schema), |codec, earlier| {
+                codec
+                    .with_known_writer(earlier)
+                    .expect("bundled schema parses")
+            })
     }
 
     /// A codec whose reader (and writer) schema is `schema` — for tests of

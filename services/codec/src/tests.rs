@@ -161,6 +161,36 @@ fn old_writer_is_read_by_newer_reader_with_the_default() {
     assert_eq!(EventBatch::from_avro(value).unwrap(), batch);
 }
 
+/// `v` with every record field named `name` removed, at any depth.
+fn without_field(v: Value, name: &str) -> Value {
+    match v {
+        Value::Record(fields) => Value::Record(
+            fields
+                .into_iter()
+                .filter(|(k, _)| k != name)
+                .map(|(k, v)| (k, without_field(v, name)))
+                .collect(),
+        ),
+        Value::Union(i, b) => Value::Union(i, Box::new(without_field(*b, name))),
+        other => other,
+    }
+}
+
+#[test]
+fn records_of_every_earlier_schema_still_decode() {
+    let mut batch = batch_of_every_kind(&group("g"));
+    let stats = batch.stats.as_mut().expect("the sample carries stats");
+    stats.stage_micros.clear();
+    let v1 = EventBatchCodec::with_reader_schema(
+        Schema::parse_str(EVENT_BATCH_EARLIER_SCHEMAS[0]).unwrap(),
+    );
+    assert_ne!(v1.fingerprint(), EVENTS.fingerprint());
+    let bytes = v1
+        .encode_value(without_field(batch.to_avro(), "stage_micros"))
+        .unwrap();
+    assert_eq!(EVENTS.decode(&bytes).unwrap(), batch);
+}
+
 #[test]
 fn bad_records_are_typed_errors() {
     let codec = EventBatchCodec::new();

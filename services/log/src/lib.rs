@@ -167,9 +167,9 @@ const SCAN_CHUNK: usize = 1024;
 
 /// Hands each record of `topic`/`partition` from `from` up to the end offset
 /// the partition has when the scan starts to `visit`, in order; returns the
-/// offset after the last record visited. The one way recovery, statistics,
-/// audits and benchmarks read a partition. It stops early when a read finds
-/// nothing (a transaction marker can hold the last offsets before the end).
+/// offset after the last record visited. Recovery and the read commands scan
+/// partitions this way. It stops early when a read finds nothing (a
+/// transaction marker can hold the last offsets before the end).
 pub async fn scan(
     log: &dyn EventLog,
     topic: &str,

@@ -162,6 +162,7 @@ pub fn batch_of_every_kind(g: &GroupId) -> EventBatch {
     stats.resolutions.insert("exact".into(), 2);
     stats.prompt_chars = 1234;
     stats.embeddings = 3;
+    stats.stage("extract", 17);
     let batch = EventBatch::new(
         Uuid::from_u128(99),
         g.clone(),

@@ -63,7 +63,7 @@ pub async fn run(settings: &Settings, episodes: usize, groups: usize) -> anyhow:
             #[cfg(feature = "bench-broker")]
             {
                 let b = chronicle_testkit::TestBroker::start_in_process()
-                    .context("starting the in-process broker")?;
+                    .map_err(|e| anyhow::anyhow!("starting the in-process broker: {e}"))?;
                 let addr = b.bootstrap().to_owned();
                 _broker = Some(b);
                 addr
