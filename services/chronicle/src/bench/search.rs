@@ -98,15 +98,21 @@ async fn generate(
         let mut known: std::collections::HashMap<String, Uuid> = Default::default();
         let mut made = 0usize;
         let mut episode_no = 0u64;
-        while made < per_group && made + g * per_group < facts {
+        // Every candidate draws a fresh number, so a skipped self-loop never
+        // repeats (keying on `made` did, forever, when a whole episode's
+        // candidates were self-loops).
+        let mut draw = 0u64;
+        let quota = per_group.min(facts.saturating_sub(g * per_group));
+        while made < quota {
             let episode = Uuid::from_u64_pair(g as u64, episode_no);
             let tx = base.saturating_add_micros(((g * per_group + made) as i64) * 1_000);
             let mut kinds = Vec::new();
             let mut fact_kinds = Vec::new();
             let mut texts = Vec::new();
             let mut pending: Vec<(String, String, &str, String)> = Vec::new();
-            for k in 0..10.min(per_group - made) {
-                let r = mix((g as u64) << 32 | (made + k) as u64);
+            for _ in 0..10.min(quota - made) {
+                let r = mix((g as u64) << 32 | draw);
+                draw += 1;
                 let subject = person(r % people_per_group);
                 let (rel, verb) = RELATIONS[((r >> 8) % RELATIONS.len() as u64) as usize];
                 let object = if rel == "KNOWS" {
@@ -349,4 +355,25 @@ pub async fn run(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every size makes exactly the facts asked for and ends: 30k over 100
+    /// groups once looped forever on an episode of self-loops.
+    #[tokio::test]
+    async fn the_generator_makes_exactly_the_facts_asked_for() {
+        let embedder = HashEmbedder::new(16);
+        for (facts, groups) in [(30_000, 100), (1_000, 7), (5, 3)] {
+            let batches = generate(facts, groups, &embedder).await.unwrap();
+            let made = batches
+                .iter()
+                .flat_map(|b| &b.events)
+                .filter(|e| matches!(e.kind, EventKind::FactCreated { .. }))
+                .count();
+            assert_eq!(made, facts, "{facts} facts over {groups} groups");
+        }
+    }
 }
