@@ -431,17 +431,27 @@ async fn gateway_and_query_route_to_the_owning_projector() {
         assert!(Instant::now() < deadline, "episode never processed");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // "processed" means decided; the owner's search shows it once the
+    // projector commits (every 500 ms while busy).
     let search =
         serde_json::json!({"query": "Where does Alice live?", "recipe": "EDGE_HYBRID_SEARCH_RRF"});
-    let found: serde_json::Value = http
-        .post(format!("http://127.0.0.1:{q}/v1/groups/alice/search"))
-        .json(&search)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let found = loop {
+        let found: serde_json::Value = http
+            .post(format!("http://127.0.0.1:{q}/v1/groups/alice/search"))
+            .json(&search)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let empty = found["results"].as_array().is_none_or(|r| r.is_empty());
+        if !empty || Instant::now() > deadline {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let facts: Vec<&str> = found["results"]
         .as_array()
         .unwrap()
