@@ -183,6 +183,16 @@ struct EmbeddingDatum {
 }
 
 impl LlmClient {
+    /// A client with the cache file of `config.cache_path`, if set.
+    pub(crate) fn open(config: OpenAiConfig) -> Result<Self, SetupError> {
+        let cache = config
+            .cache_path
+            .as_ref()
+            .map(ResponseCache::open)
+            .transpose()?;
+        Self::new(config, cache)
+    }
+
     pub(crate) fn new(
         config: OpenAiConfig,
         cache: Option<Arc<ResponseCache>>,

@@ -39,12 +39,9 @@ impl std::fmt::Debug for OpenAiExtractor {
 impl OpenAiExtractor {
     /// Builds the client and opens the cache file if `config.cache_path` is set.
     pub fn new(config: OpenAiConfig) -> Result<Self, SetupError> {
-        let cache = config
-            .cache_path
-            .as_ref()
-            .map(ResponseCache::open)
-            .transpose()?;
-        Self::with_cache(config, cache)
+        Ok(OpenAiExtractor {
+            llm: Arc::new(LlmClient::open(config)?),
+        })
     }
 
     /// Builds the client over an already open cache (or none), ignoring `config.cache_path`.

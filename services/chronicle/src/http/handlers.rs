@@ -279,6 +279,14 @@ pub async fn search(
     Ok(Json(results).into_response())
 }
 
+/// The entity a `{uuid}` path segment names, or a 4xx naming the field.
+async fn entity_at(state: &AppState, group: &GroupId, uuid: &str) -> Result<Entity, ApiError> {
+    let uuid = decode::path_uuid("uuid", uuid)?;
+    find_entity(&state.node, group, &EntityRef::Uuid(uuid))
+        .await?
+        .ok_or_else(|| ApiError::not_found("uuid", "no entity with this uuid in this group"))
+}
+
 /// `GET /v1/groups/{group_id}/entities/{uuid}`.
 pub async fn get_entity(
     State(state): State<AppState>,
@@ -287,10 +295,7 @@ pub async fn get_entity(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let uuid = decode::path_uuid("uuid", &uuid)?;
-    let e = find_entity(&state.node, &group, &EntityRef::Uuid(uuid))
-        .await?
-        .ok_or_else(|| ApiError::not_found("uuid", "no entity with this uuid in this group"))?;
+    let e = entity_at(&state, &group, &uuid).await?;
     Ok(Json(public(e)).into_response())
 }
 
@@ -309,10 +314,7 @@ pub async fn timeline(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let uuid = decode::path_uuid("uuid", &uuid)?;
-    let e = find_entity(&state.node, &group, &EntityRef::Uuid(uuid))
-        .await?
-        .ok_or_else(|| ApiError::not_found("uuid", "no entity with this uuid in this group"))?;
+    let e = entity_at(&state, &group, &uuid).await?;
     let filters = chronicle_engine::search::SearchFilters {
         include_history: true,
         ..Default::default()

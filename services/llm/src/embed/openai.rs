@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use chronicle_engine::ports::{Embedder, LlmError};
 use chronicle_metrics::METRICS;
 
-use crate::cache::{CacheKey, ResponseCache};
+use crate::cache::CacheKey;
 use crate::client::LlmClient;
 use crate::config::OpenAiConfig;
 use crate::error::SetupError;
@@ -31,12 +31,7 @@ impl OpenAiEmbedder {
     /// set. To share a cache with an extractor, use
     /// [`OpenAiExtractor::embedder`](crate::OpenAiExtractor::embedder).
     pub fn new(config: OpenAiConfig) -> Result<Self, SetupError> {
-        let cache = config
-            .cache_path
-            .as_ref()
-            .map(ResponseCache::open)
-            .transpose()?;
-        Ok(Self::from_client(Arc::new(LlmClient::new(config, cache)?)))
+        Ok(Self::from_client(Arc::new(LlmClient::open(config)?)))
     }
 
     pub(crate) fn from_client(llm: Arc<LlmClient>) -> Self {
