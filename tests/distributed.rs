@@ -114,17 +114,10 @@ impl Cluster {
         let codec = EventBatchCodec::new();
         let mut out = Vec::new();
         for p in 0..log.partition_count(&topic).await? {
-            let end = log.end_offset(&topic, p).await?;
-            let mut offset = 0;
-            while offset < end {
-                let records = log
-                    .read(&topic, p, offset, 1000, Duration::from_secs(5))
-                    .await?;
-                for r in &records {
-                    out.push((p, codec.decode(&r.payload).expect("decisions decode")));
-                }
-                offset = records.last().map(|r| r.offset + 1).unwrap_or(end);
-            }
+            chronicle_log::scan(&log, &topic, p, 0, |r| {
+                out.push((p, codec.decode(&r.payload).expect("decisions decode")));
+            })
+            .await?;
         }
         Ok(out)
     }

@@ -140,6 +140,12 @@ pub mod stage {
     pub const COMMUNITIES: &str = "communities";
 }
 
+/// The episodes an extraction sees, and how long picking them took.
+struct Context {
+    episodes: Vec<ContextEpisode>,
+    micros: u64,
+}
+
 fn micros_since(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
@@ -285,11 +291,7 @@ impl Decider {
                 if state.get_episode(&ep.uuid).is_some() {
                     EventBatch::new(ep.uuid, ep.group_id.clone(), *tx_time, *source, Vec::new())
                 } else {
-                    let context_started = Instant::now();
-                    let context = self.context(state, ep, &[]);
-                    let context_micros = micros_since(context_started);
-                    let mut prepared = self.prepare(ep, context).await?;
-                    prepared.stats.stage(stage::CONTEXT, context_micros);
+                    let prepared = self.prepare(ep, self.context(state, ep, &[])).await?;
                     let mut cache = BTreeMap::new();
                     self.resolve(state, ep, prepared, *tx_time, *source, &mut cache)
                         .await?
@@ -375,9 +377,7 @@ impl Decider {
         for (a, ep) in items.iter().zip(&episodes) {
             match ep {
                 Some(ep) => {
-                    let started = Instant::now();
-                    let context = self.context(state, ep, &earlier);
-                    contexts.push(Some((context, micros_since(started))));
+                    contexts.push(Some(self.context(state, ep, &earlier)));
                     earlier.push(stored_episode(ep, a.tx_time, Vec::new()));
                 }
                 None => contexts.push(None),
@@ -386,12 +386,7 @@ impl Decider {
         let prepared =
             futures::future::join_all(episodes.iter().zip(contexts).map(|(ep, ctx)| async move {
                 match (ep, ctx) {
-                    (Some(ep), Some((ctx, context_micros))) => {
-                        Some(self.prepare(ep, ctx).await.map(|mut p| {
-                            p.stats.stage(stage::CONTEXT, context_micros);
-                            p
-                        }))
-                    }
+                    (Some(ep), Some(ctx)) => Some(self.prepare(ep, ctx).await),
                     _ => None,
                 }
             }))
@@ -404,12 +399,8 @@ impl Decider {
         }
     }
 
-    fn context(
-        &self,
-        state: &GroupState,
-        ep: &NewEpisode,
-        earlier: &[Episode],
-    ) -> Vec<ContextEpisode> {
+    fn context(&self, state: &GroupState, ep: &NewEpisode, earlier: &[Episode]) -> Context {
+        let started = Instant::now();
         let n = self.config.context_episodes;
         let mut picked: Vec<(Timestamp, Uuid, String)> = match &ep.previous_episode_uuids {
             Some(ids) => ids
@@ -433,19 +424,21 @@ impl Decider {
         if ep.previous_episode_uuids.is_none() && picked.len() > n {
             picked.drain(..picked.len() - n);
         }
-        picked
+        let episodes = picked
             .into_iter()
             .map(|(valid_at, _, content)| ContextEpisode { content, valid_at })
-            .collect()
+            .collect();
+        Context {
+            episodes,
+            micros: micros_since(started),
+        }
     }
 
     /// Extraction: the step that needs no graph state.
-    async fn prepare(
-        &self,
-        ep: &NewEpisode,
-        previous_episodes: Vec<ContextEpisode>,
-    ) -> Result<Prepared, DecideError> {
+    async fn prepare(&self, ep: &NewEpisode, context: Context) -> Result<Prepared, DecideError> {
         let mut stats = DecisionStats::default();
+        stats.stage(stage::CONTEXT, context.micros);
+        let previous_episodes = context.episodes;
         let started = Instant::now();
         let extraction = match ep.source {
             EpisodeType::FactTriple => {
