@@ -82,8 +82,9 @@ pub enum Command {
         group: String,
         /// The query.
         query: String,
-        /// A recipe, e.g. COMBINED_HYBRID_SEARCH_RRF or EDGE_HYBRID_SEARCH_NODE_DISTANCE.
-        #[arg(long, default_value = "COMBINED_HYBRID_SEARCH_RRF")]
+        /// A recipe, e.g. MEMORY_HYBRID_SEARCH_RRF (turns with their facts, the default),
+        /// COMBINED_HYBRID_SEARCH_RRF or EDGE_HYBRID_SEARCH_NODE_DISTANCE.
+        #[arg(long, default_value = chronicle_engine::search::MEMORY_RECIPE)]
         recipe: String,
         /// Center entity (by name) for BFS and node-distance ranking.
         #[arg(long)]
@@ -98,6 +99,24 @@ pub enum Command {
         #[arg(long = "label")]
         labels: Vec<String>,
         /// Time options.
+        #[command(flatten)]
+        time: TimeArgs,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A ready-to-paste memory block: matching facts with validity windows,
+    /// then the turns that support them, within a character budget.
+    Context {
+        /// The group.
+        #[arg(long)]
+        group: String,
+        /// What the agent needs context for.
+        query: String,
+        /// Budget in characters.
+        #[arg(long, default_value_t = crate::query::DEFAULT_CONTEXT_CHARS)]
+        max_chars: usize,
+        /// Time options (`--as-of` picks the facts' valid time).
         #[command(flatten)]
         time: TimeArgs,
         /// Print one JSON object.
@@ -343,6 +362,26 @@ pub enum BenchCommand {
         /// Groups they are spread over.
         #[arg(long, default_value_t = 30)]
         groups: usize,
+    },
+    /// Evidence recall of search on conversations (k results = k items),
+    /// beside plain BM25 over the raw turns, and query latency.
+    Recall {
+        /// Episodes JSONL (one turn per line; `name` is what evidence names).
+        #[arg(long)]
+        episodes: PathBuf,
+        /// Questions JSONL: `group_id`, `question`, `evidence` (episode names), `category_name`?.
+        #[arg(long)]
+        questions: PathBuf,
+        /// Cut-offs.
+        #[arg(long, value_delimiter = ',', default_value = "5,10")]
+        k: Vec<usize>,
+        /// Recipes to measure.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "MEMORY_HYBRID_SEARCH_RRF,EPISODE_HYBRID_SEARCH_RRF,COMBINED_HYBRID_SEARCH_RRF"
+        )]
+        recipes: Vec<String>,
     },
     /// Index build, search latency and rebuild rate at scale.
     Search {

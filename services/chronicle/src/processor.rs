@@ -16,6 +16,7 @@
 //!   on the graph-events log; the group continues.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use chronicle_metrics::METRICS;
 use chronicle_model::{
     Command, EventBatch, EventKind, GroupId, IdKind, LogPosition, Timestamp, derive_named_id,
 };
+use futures::FutureExt;
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -522,12 +524,16 @@ impl Processor {
                 .collect();
             let mut bulk = if accepted.len() > 1 {
                 let started = std::time::Instant::now();
-                let prepared = decider.prepare_bulk(&state, &accepted).await;
+                // A panic while preparing the batch falls back to deciding
+                // one by one, where it dead-letters only its own episode.
+                let prepared = AssertUnwindSafe(decider.prepare_bulk(&state, &accepted))
+                    .catch_unwind()
+                    .await;
                 METRICS
                     .stage_duration
                     .with_label_values(&["extract_bulk"])
                     .observe(started.elapsed().as_secs_f64());
-                Some(prepared)
+                prepared.ok()
             } else {
                 None
             };
@@ -548,18 +554,18 @@ impl Processor {
                 }
                 let started = std::time::Instant::now();
                 let mut result = match bulk.as_mut() {
-                    Some(b) => b.decide(&decider, &state, i, a).await,
-                    None => decider.decide(&state, a).await,
+                    Some(b) => guarded(b.decide(&decider, &state, i, a)).await,
+                    None => guarded(decider.decide(&state, a)).await,
                 };
                 let mut attempt = 1;
-                while let Err(e) = &result {
+                while let Err(Failure::Decide(e)) = &result {
                     if !retryable(e) || attempt >= self.options.attempts {
                         break;
                     }
                     tracing::warn!(group = %a.command.group_id(), error = %e, attempt, "decision failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200 * (1 << attempt))).await;
                     attempt += 1;
-                    result = decider.decide(&state, a).await;
+                    result = guarded(decider.decide(&state, a)).await;
                 }
                 let batch = match result {
                     Ok(batch) => batch,
@@ -604,6 +610,36 @@ impl Processor {
     }
 }
 
+/// Why a decision produced no batch.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// It failed.
+    #[error(transparent)]
+    Decide(#[from] DecideError),
+    /// It panicked: a bug met by this input. The episode is dead-lettered and
+    /// the group goes on — no input may stop the process or make it
+    /// crash-loop on restart.
+    #[error("the decision panicked: {0}")]
+    Panicked(String),
+}
+
+/// Runs a decision, turning a panic into a [`Failure`].
+async fn guarded<T>(
+    decision: impl std::future::Future<Output = Result<T, DecideError>>,
+) -> Result<T, Failure> {
+    match AssertUnwindSafe(decision).catch_unwind().await {
+        Ok(result) => Ok(result?),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-text panic payload".to_owned());
+            Err(Failure::Panicked(message))
+        }
+    }
+}
+
 fn retryable(e: &DecideError) -> bool {
     matches!(e, DecideError::Llm(_) | DecideError::EmbeddingCount { .. })
 }
@@ -635,5 +671,29 @@ fn record_metrics(batch: &EventBatch, took: Duration) {
         for (tier, n) in &stats.resolutions {
             METRICS.resolutions.with_label_values(&[tier]).inc_by(*n);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_decision_becomes_a_failure_with_its_message() {
+        let panicking = async {
+            let depth: Option<u32> = None;
+            if depth.is_none() {
+                panic!("out of bounds at {}", 7);
+            }
+            Ok::<u32, DecideError>(1)
+        };
+        match guarded(panicking).await {
+            Err(Failure::Panicked(m)) => assert_eq!(m, "out of bounds at 7"),
+            other => panic!("expected a panic failure, got {other:?}"),
+        }
+        assert_eq!(guarded(async { Ok::<_, DecideError>(3) }).await.unwrap(), 3);
+        let failed =
+            guarded(async { Err::<u32, _>(DecideError::EmbeddingCount { got: 1, want: 2 }) }).await;
+        assert!(matches!(failed, Err(Failure::Decide(_))));
     }
 }

@@ -353,7 +353,7 @@ fn episode_doc(group: &GroupId, e: &chronicle_model::Episode) -> IndexDoc {
         uuid: e.uuid,
         group_id: group.clone(),
         text: format!("{}\n{}", e.name, e.content),
-        vector: None,
+        vector: e.content_embedding.clone(),
     }
 }
 

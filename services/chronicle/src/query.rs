@@ -126,6 +126,42 @@ pub struct ResultItem {
     pub expired_at: Option<Timestamp>,
     /// Episodes that assert it (facts), mention it (entities), or itself (episodes).
     pub episodes: Vec<Provenance>,
+    /// Mixed search: the matching facts extracted from this episode, best
+    /// first (they travel with their turn and cost no result of their own).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<SupportingFact>,
+    /// Mixed search: the neighbouring turns around this episode, in order,
+    /// this one included; names say which turns the result spans.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub context: Vec<Turn>,
+}
+
+/// A fact as it supports an episode result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SupportingFact {
+    /// Its id.
+    pub uuid: Uuid,
+    /// The fact sentence.
+    pub fact: String,
+    /// Valid-time start.
+    pub valid_at: Option<Timestamp>,
+    /// Valid-time end.
+    pub invalid_at: Option<Timestamp>,
+    /// Transaction time it was invalidated, if it was.
+    pub expired_at: Option<Timestamp>,
+}
+
+/// One turn of an episode result's context.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Turn {
+    /// Episode id.
+    pub uuid: Uuid,
+    /// Episode name.
+    pub name: String,
+    /// Its content.
+    pub content: String,
+    /// Its reference time.
+    pub valid_at: Timestamp,
 }
 
 /// Search results.
@@ -203,6 +239,21 @@ impl<'n> Query<'n> {
             .ok_or_else(|| QueryError::UnknownEntity(name.to_owned()))
     }
 
+    /// The group's episodes with `valid_at <= before` (all when `None`),
+    /// newest first, at most `n`, as callers see them (no embeddings).
+    pub async fn recent_episodes(
+        &self,
+        group: &GroupId,
+        before: Option<Timestamp>,
+        n: usize,
+    ) -> Result<Vec<chronicle_model::Episode>, QueryError> {
+        let mut episodes = self.node.store.episodes_by_time(group, before, n).await?;
+        for e in &mut episodes {
+            e.content_embedding = None;
+        }
+        Ok(episodes)
+    }
+
     /// Runs a search.
     pub async fn search(
         &self,
@@ -223,7 +274,12 @@ impl<'n> Query<'n> {
             None
         };
         let mut results = Vec::new();
-        for (scope, scope_config) in config.scopes() {
+        if config.mixed {
+            results = self
+                .search_mixed(group, request, query_vector.as_deref())
+                .await?;
+        }
+        for (scope, scope_config) in config.scopes().into_iter().filter(|_| !config.mixed) {
             if scope_config.reranker == RerankerKind::CrossEncoder && self.node.reranker.is_none() {
                 return Err(SearchError::NoCrossEncoder.into());
             }
@@ -362,6 +418,200 @@ impl<'n> Query<'n> {
             }
             return Ok(out);
         }
+    }
+
+    /// The mixed list (see [`SearchConfig::mixed`]): episodes by their own
+    /// channels and by the votes of the facts extracted from them.
+    async fn search_mixed(
+        &self,
+        group: &GroupId,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Vec<ResultItem>, QueryError> {
+        let config = &request.config;
+        let limit = config.limit.max(1);
+        let fetch = (limit * 5).max(50);
+        let text = request.query.trim();
+        let channel_lists = |sc: Option<&search::ScopeConfig>, kind: DocKind| {
+            let mut lists: Vec<Vec<Uuid>> = Vec::new();
+            let Some(sc) = sc else {
+                return Ok::<_, QueryError>(lists);
+            };
+            if sc.channels.contains(&Channel::Bm25) && !text.is_empty() {
+                let hits = self.node.index.text_search(group, &[kind], text, fetch)?;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            if sc.channels.contains(&Channel::Cosine)
+                && let Some(v) = query_vector
+            {
+                let hits = self.node.index.vector_search(group, &[kind], v, fetch)?;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            Ok(lists)
+        };
+        let episode_lists = channel_lists(config.episodes.as_ref(), DocKind::Episode)?;
+        let fact_lists = channel_lists(config.facts.as_ref(), DocKind::Fact)?;
+
+        // Facts that pass the filters, and the order they rank in.
+        let mut facts: BTreeMap<Uuid, Fact> = BTreeMap::new();
+        for u in fact_lists
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<BTreeSet<_>>()
+        {
+            if let Some(Loaded::Fact(f)) =
+                self.load(group, Scope::Fact, u, &request.filters).await?
+            {
+                facts.insert(u, f);
+            }
+        }
+        let fact_lists: Vec<Vec<Uuid>> = fact_lists
+            .into_iter()
+            .map(|l| l.into_iter().filter(|u| facts.contains_key(u)).collect())
+            .collect();
+        let fact_order = rrf(&fact_lists, 1.0);
+        let no_episodes: &[Uuid] = &[];
+        let vote_lists: Vec<Vec<Uuid>> = fact_lists
+            .iter()
+            .map(|l| search::votes(l, |f| facts.get(f).map_or(no_episodes, |f| &f.episodes)))
+            .collect();
+        let mut weighted: Vec<(&[Uuid], f32)> =
+            episode_lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+        weighted.extend(
+            vote_lists
+                .iter()
+                .map(|l| (l.as_slice(), search::FACT_VOTE_WEIGHT)),
+        );
+        let fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+
+        let mut out = Vec::new();
+        for (u, score) in fused {
+            if out.len() >= limit {
+                break;
+            }
+            let Some(Loaded::Episode(e)) = self
+                .load(group, Scope::Episode, u, &request.filters)
+                .await?
+            else {
+                continue;
+            };
+            let mut item = self.item(group, Loaded::Episode(e), score).await?;
+            item.facts = fact_order
+                .iter()
+                .filter_map(|(f, _)| facts.get(f))
+                .filter(|f| f.episodes.contains(&u))
+                .map(|f| SupportingFact {
+                    uuid: f.uuid,
+                    fact: f.fact.clone(),
+                    valid_at: f.valid_at,
+                    invalid_at: f.invalid_at,
+                    expired_at: f.expired_at,
+                })
+                .collect();
+            if config.context_turns > 0 {
+                item.context = self.turns_around(group, u, config.context_turns).await?;
+            }
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    /// A ready-to-paste memory block for `query` within `max_chars`: the
+    /// matching facts (valid at `as_of`, default now) with their validity
+    /// windows, then the turns that support them, best first, each once.
+    pub async fn context(
+        &self,
+        group: &GroupId,
+        query: &str,
+        max_chars: usize,
+        as_of: Option<Timestamp>,
+    ) -> Result<MemoryContext, QueryError> {
+        let mut request = SearchRequest::recipe(query, search::MEMORY_RECIPE, CONTEXT_RESULTS)?;
+        request.filters.as_of = as_of;
+        let results = self.search(group, &request).await?.results;
+        let mut out = MemoryContext::default();
+        let (mut facts_text, mut turns_text) = (String::new(), String::new());
+        let mut seen_facts = BTreeSet::new();
+        let mut seen_turns = BTreeSet::new();
+        let fits = |a: &str, b: &str, line: &str| a.len() + b.len() + line.len() + 32 <= max_chars;
+        for r in &results {
+            for f in &r.facts {
+                let line = format!("- {} ({})\n", f.fact, window(f.valid_at, f.invalid_at));
+                if seen_facts.insert(f.uuid) && fits(&facts_text, &turns_text, &line) {
+                    facts_text.push_str(&line);
+                    out.facts.push(f.clone());
+                }
+            }
+            let turns = if r.context.is_empty() {
+                r.content
+                    .clone()
+                    .map(|content| Turn {
+                        uuid: r.uuid,
+                        name: r.name.clone(),
+                        content,
+                        valid_at: r.valid_at.unwrap_or(r.created_at),
+                    })
+                    .into_iter()
+                    .collect()
+            } else {
+                r.context.clone()
+            };
+            let mut block = String::new();
+            let mut taken = Vec::new();
+            for t in turns.into_iter().filter(|t| !seen_turns.contains(&t.uuid)) {
+                block.push_str(&format!("[{} {}] {}\n", t.name, t.valid_at, t.content));
+                taken.push(t);
+            }
+            if taken.is_empty() || !fits(&facts_text, &turns_text, &block) {
+                continue;
+            }
+            turns_text.push_str(&block);
+            turns_text.push('\n');
+            seen_turns.extend(taken.iter().map(|t| t.uuid));
+            out.turns.extend(taken);
+        }
+        if !facts_text.is_empty() {
+            out.context.push_str("Facts (valid from – until):\n");
+            out.context.push_str(&facts_text);
+            out.context.push('\n');
+        }
+        if !turns_text.is_empty() {
+            out.context.push_str("What was said:\n");
+            out.context.push_str(&turns_text);
+        }
+        Ok(out)
+    }
+
+    /// The `n` turns before and after an episode in the group's order
+    /// (reference time, then log order), the episode itself included. Turns
+    /// are looked up among the episodes at or before its reference time
+    /// (a conversation's session shares one), so later turns come only from
+    /// the same reference time.
+    async fn turns_around(
+        &self,
+        group: &GroupId,
+        episode: Uuid,
+        n: usize,
+    ) -> Result<Vec<Turn>, QueryError> {
+        let Some(center) = self.node.store.episode(group, episode).await? else {
+            return Ok(Vec::new());
+        };
+        // Enough for a session's turns that share one reference time.
+        const WINDOW: usize = 64;
+        let mut around = self
+            .node
+            .store
+            .episodes_by_time(group, Some(center.valid_at), WINDOW)
+            .await?;
+        around.sort_by_key(|e| (e.valid_at, e.created_at, e.uuid));
+        let Some(at) = around.iter().position(|e| e.uuid == episode) else {
+            around = vec![center];
+            return Ok(around.into_iter().map(turn).collect());
+        };
+        let from = at.saturating_sub(n);
+        let to = (at + n + 1).min(around.len());
+        Ok(around.drain(from..to).map(turn).collect())
     }
 
     /// Loads a candidate and applies the filters; `None` when filtered out or gone.
@@ -516,6 +766,8 @@ impl<'n> Query<'n> {
                 created_at: f.created_at,
                 expired_at: f.expired_at,
                 episodes: provenance(f.episodes.clone()).await?,
+                facts: Vec::new(),
+                context: Vec::new(),
             },
             Loaded::Entity(e) => {
                 let mut mentioning = store.mentioning_episodes(group, e.uuid).await?;
@@ -536,6 +788,8 @@ impl<'n> Query<'n> {
                     created_at: e.created_at,
                     expired_at: None,
                     episodes: provenance(mentioning).await?,
+                    facts: Vec::new(),
+                    context: Vec::new(),
                 }
             }
             Loaded::Episode(e) => ResultItem {
@@ -557,6 +811,8 @@ impl<'n> Query<'n> {
                     uuid: e.uuid,
                     name: e.name,
                 }],
+                facts: Vec::new(),
+                context: Vec::new(),
             },
             Loaded::Community(c) => ResultItem {
                 kind: Scope::Community,
@@ -574,6 +830,8 @@ impl<'n> Query<'n> {
                 created_at: c.created_at,
                 expired_at: None,
                 episodes: Vec::new(),
+                facts: Vec::new(),
+                context: Vec::new(),
             },
         })
     }
@@ -733,6 +991,39 @@ impl Hops {
                 .collect(),
             Scope::Episode => BTreeMap::new(),
         }
+    }
+}
+
+/// Default budget of a context block, in characters (about 1,000 tokens).
+pub const DEFAULT_CONTEXT_CHARS: usize = 4_000;
+
+/// Results a context block draws from.
+const CONTEXT_RESULTS: usize = 10;
+
+/// A context block; see [`Query::context`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MemoryContext {
+    /// Ready to paste into a prompt.
+    pub context: String,
+    /// The facts it states.
+    pub facts: Vec<SupportingFact>,
+    /// The turns it quotes, in the order they appear.
+    pub turns: Vec<Turn>,
+}
+
+/// A validity window as people read it.
+fn window(from: Option<Timestamp>, until: Option<Timestamp>) -> String {
+    let from = from.map_or_else(|| "unknown".to_owned(), |t| t.to_string());
+    let until = until.map_or_else(|| "present".to_owned(), |t| t.to_string());
+    format!("{from} – {until}")
+}
+
+fn turn(e: chronicle_model::Episode) -> Turn {
+    Turn {
+        uuid: e.uuid,
+        name: e.name,
+        content: e.content,
+        valid_at: e.valid_at,
     }
 }
 

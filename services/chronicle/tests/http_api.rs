@@ -32,6 +32,7 @@ const EXPECTED_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/groups/{group_id}/episodes/{uuid}"),
     ("delete", "/v1/groups/{group_id}/episodes/{uuid}"),
     ("post", "/v1/groups/{group_id}/search"),
+    ("post", "/v1/groups/{group_id}/context"),
     ("get", "/v1/groups/{group_id}/entities/{uuid}"),
     ("get", "/v1/groups/{group_id}/entities/{uuid}/timeline"),
     ("get", "/v1/groups/{group_id}/facts"),
@@ -89,6 +90,7 @@ fn example_body(schema: &str) -> Option<Value> {
             "source": "Dev", "relation": "WORKS_AT", "target": "Globex",
         })),
         "SearchRequest" => Some(json!({ "query": "where does Ada live", "limit": 5 })),
+        "ContextRequest" => Some(json!({ "query": "where does Ada live", "max_chars": 2000 })),
         _ => None,
     }
 }
@@ -190,6 +192,51 @@ async fn every_route_answers_as_documented() {
             assert!(!reply.text.is_empty(), "{method} {path}");
         }
     }
+
+    // The default search hands back what was said: turns, each once, with
+    // the facts extracted from them and their neighbouring turns.
+    let memory = s
+        .post(
+            "/v1/groups/acme/search",
+            Some(TOKEN),
+            &json!({"query": "where does Ada live", "limit": 1}),
+        )
+        .await
+        .json();
+    let results = memory["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1, "{memory}");
+    assert_eq!(results[0]["kind"], "episode", "{memory}");
+    assert!(
+        !results[0]["context"]
+            .as_array()
+            .expect("context")
+            .is_empty(),
+        "{memory}"
+    );
+    let block = s
+        .post(
+            "/v1/groups/acme/context",
+            Some(TOKEN),
+            &json!({"messages": ["hi", "where does Ada live these days?"], "max_chars": 1000}),
+        )
+        .await;
+    assert_eq!(block.status, StatusCode::OK, "{}", block.text);
+    let block = block.json();
+    let text = block["context"].as_str().expect("context text");
+    assert!(text.contains("Lima") && text.len() <= 1000, "{text}");
+    assert!(
+        block["facts"].as_array().is_some_and(|f| !f.is_empty()),
+        "{block}"
+    );
+    let bad = s
+        .post(
+            "/v1/groups/acme/context",
+            Some(TOKEN),
+            &json!({"max_chars": 10}),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json()["field"], "query");
 
     // Neither an unknown path nor an undocumented method is silently served.
     let missing = s.get("/v1/groups/acme/nothing", Some(TOKEN)).await;

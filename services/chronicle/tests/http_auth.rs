@@ -49,7 +49,7 @@ fn sample_body(path: &str) -> Option<Vec<u8>> {
         json!({"content": "Zorblax: I moved to Quarnville.", "reference_time": "2025-02-01T00:00:00Z"})
     } else if path.ends_with("/triplets") {
         json!({"source": "Zorblax", "relation": "WORKS_AT", "target": "Vexcorp"})
-    } else if path.ends_with("/search") {
+    } else if path.ends_with("/search") || path.ends_with("/context") {
         json!({"query": "Zorblax Quarnville Vexcorp"})
     } else {
         return None;
@@ -92,7 +92,7 @@ async fn group_routes(
             ));
         }
     }
-    assert_eq!(out.len(), 14, "every group route is walked");
+    assert_eq!(out.len(), 15, "every group route is walked");
     out
 }
 

@@ -62,7 +62,7 @@ async fn http_mcp_is_scoped_by_bearer_tokens() {
 
     let acme = connect(&s.url, Some(ACME)).await.expect("acme connects");
     let tools = acme.peer().list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 11);
+    assert_eq!(tools.len(), 13);
 
     let accepted = call(
         &acme,

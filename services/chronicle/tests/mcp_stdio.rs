@@ -82,6 +82,8 @@ async fn stdio_tools_end_to_end() {
     let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     let expected: BTreeSet<&str> = [
         "add_memory",
+        "search_memory",
+        "get_context",
         "search_nodes",
         "search_memory_facts",
         "get_episodes",

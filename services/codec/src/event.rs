@@ -166,6 +166,10 @@ fn episode_to_avro(e: &Episode) -> Value {
         ("created_at", ts(e.created_at)),
         ("entity_edges", uuids(&e.entity_edges)),
         ("metadata_json", json(&e.metadata)),
+        (
+            "content_embedding",
+            opt(e.content_embedding.as_deref(), floats),
+        ),
     ])
 }
 
@@ -182,6 +186,7 @@ fn episode_from_avro(v: Value) -> Result<Episode, CodecError> {
         created_at: f.ts("created_at")?,
         entity_edges: f.uuids("entity_edges")?,
         metadata: f.json("metadata_json")?,
+        content_embedding: f.opt_floats("content_embedding")?,
     })
 }
 

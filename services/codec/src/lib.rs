@@ -30,9 +30,11 @@ pub const COMMAND_SCHEMA: &str = include_str!("../../../schemas/avro/command.avs
 pub const EVENT_BATCH_SCHEMA: &str = include_str!("../../../schemas/avro/event_batch.avsc");
 /// Earlier graph-events schemas (`schemas/avro/history/`): the log is
 /// immutable, so every version that ever wrote to it stays readable.
-pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[include_str!(
-    "../../../schemas/avro/history/event_batch.v1.avsc"
-)];
+pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[
+    include_str!("../../../schemas/avro/history/event_batch.v1.avsc"),
+    // v2 → v3: episodes carry their content embedding.
+    include_str!("../../../schemas/avro/history/event_batch.v2.avsc"),
+];
 
 /// Single-object encoding marker.
 const MARKER: [u8; 2] = [0xC3, 0x01];

@@ -1,7 +1,7 @@
 use apache_avro::Schema;
 use apache_avro::types::Value;
 use chronicle_model::testing::{batch_of_every_kind, group, ts};
-use chronicle_model::{Command, EpisodeType, EventBatch, NewEpisode};
+use chronicle_model::{Command, EpisodeType, EventBatch, EventKind, NewEpisode};
 use proptest::prelude::*;
 use uuid::Uuid;
 
@@ -172,23 +172,40 @@ fn without_field(v: Value, name: &str) -> Value {
                 .collect(),
         ),
         Value::Union(i, b) => Value::Union(i, Box::new(without_field(*b, name))),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| without_field(v, name)).collect())
+        }
         other => other,
     }
 }
 
 #[test]
 fn records_of_every_earlier_schema_still_decode() {
-    let mut batch = batch_of_every_kind(&group("g"));
-    let stats = batch.stats.as_mut().expect("the sample carries stats");
-    stats.stage_micros.clear();
-    let v1 = EventBatchCodec::with_reader_schema(
-        Schema::parse_str(EVENT_BATCH_EARLIER_SCHEMAS[0]).unwrap(),
-    );
-    assert_ne!(v1.fingerprint(), EVENTS.fingerprint());
-    let bytes = v1
-        .encode_value(without_field(batch.to_avro(), "stage_micros"))
-        .unwrap();
-    assert_eq!(EVENTS.decode(&bytes).unwrap(), batch);
+    // What each earlier schema lacks: v1 the stage timings, v2 (and v1) the
+    // episodes' content embeddings.
+    let lacking: [&[&str]; 2] = [
+        &["stage_micros", "content_embedding"],
+        &["content_embedding"],
+    ];
+    for (version, (schema, lacks)) in EVENT_BATCH_EARLIER_SCHEMAS.iter().zip(lacking).enumerate() {
+        let mut batch = batch_of_every_kind(&group("g"));
+        if lacks.contains(&"stage_micros") {
+            let stats = batch.stats.as_mut().expect("the sample carries stats");
+            stats.stage_micros.clear();
+        }
+        for event in &mut batch.events {
+            if let EventKind::EpisodeRecorded { episode } = &mut event.kind {
+                episode.content_embedding = None;
+            }
+        }
+        let old = EventBatchCodec::with_reader_schema(Schema::parse_str(schema).unwrap());
+        assert_ne!(old.fingerprint(), EVENTS.fingerprint(), "v{}", version + 1);
+        let value = lacks
+            .iter()
+            .fold(batch.to_avro(), |v, name| without_field(v, name));
+        let bytes = old.encode_value(value).unwrap();
+        assert_eq!(EVENTS.decode(&bytes).unwrap(), batch, "v{}", version + 1);
+    }
 }
 
 #[test]

@@ -378,7 +378,7 @@ impl Decider {
             match ep {
                 Some(ep) => {
                     contexts.push(Some(self.context(state, ep, &earlier)));
-                    earlier.push(stored_episode(ep, a.tx_time, Vec::new()));
+                    earlier.push(stored_episode(ep, a.tx_time, Vec::new(), None));
                 }
                 None => contexts.push(None),
             }
@@ -577,7 +577,9 @@ impl Decider {
             .map(|i| entities[*i].name.clone())
             .collect();
         texts.extend(fact_drafts.iter().map(|f| f.sentence.clone()));
+        texts.push(embedding_text(&ep.content));
         let mut vectors = self.embed(texts, &mut stats).await?;
+        let content_embedding = vectors.pop();
         let fact_vectors = vectors.split_off(unresolved.len());
         let name_vectors: BTreeMap<usize, Vec<f32>> =
             unresolved.iter().copied().zip(vectors).collect();
@@ -808,7 +810,7 @@ impl Decider {
             }
         }
         let mut kinds = vec![EventKind::EpisodeRecorded {
-            episode: stored_episode(ep, tx, entity_edges),
+            episode: stored_episode(ep, tx, entity_edges, content_embedding),
         }];
         kinds.extend(
             new_entities
@@ -1333,7 +1335,12 @@ fn nearest_entities(
 }
 
 /// The stored episode for a submitted one.
-fn stored_episode(ep: &NewEpisode, tx: Timestamp, entity_edges: Vec<Uuid>) -> Episode {
+fn stored_episode(
+    ep: &NewEpisode,
+    tx: Timestamp,
+    entity_edges: Vec<Uuid>,
+    content_embedding: Option<Vec<f32>>,
+) -> Episode {
     Episode {
         uuid: ep.uuid,
         name: ep.name.clone(),
@@ -1345,6 +1352,18 @@ fn stored_episode(ep: &NewEpisode, tx: Timestamp, entity_edges: Vec<Uuid>) -> Ep
         created_at: tx,
         entity_edges,
         metadata: ep.metadata.clone(),
+        content_embedding,
+    }
+}
+
+/// What of an episode's content is embedded: its start, cut at a character
+/// boundary. Sentence embedders read a few hundred tokens at most, so a longer
+/// text only costs time.
+fn embedding_text(content: &str) -> String {
+    const MAX_CHARS: usize = 2_000;
+    match content.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => content[..cut].to_owned(),
+        None => content.to_owned(),
     }
 }
 

@@ -292,7 +292,9 @@ fn split_clauses(body: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = body.to_owned();
     loop {
-        let lower = rest.to_lowercase();
+        // ASCII folding keeps byte offsets: `lower`'s indices slice `rest`
+        // (full Unicode lower-casing can change lengths, e.g. U+212A K).
+        let lower = rest.to_ascii_lowercase();
         let split = [", and ", " and ", ", then ", " then "]
             .iter()
             .filter_map(|sep| {
@@ -529,7 +531,8 @@ fn time_of(tail: &[&str], lead: Option<&str>) -> (Option<String>, Option<String>
         .filter(|w| !w.is_empty())
         .collect::<Vec<_>>()
         .join(" ");
-    let lower = text.to_lowercase();
+    // ASCII folding keeps byte offsets (`lower`'s indices slice `text`).
+    let lower = text.to_ascii_lowercase();
     let (mut time, mut since, mut until) = (None, None, None);
     if let Some(pos) = lower.find("until ").or_else(|| lower.find("till ")) {
         until = Some(
@@ -727,6 +730,29 @@ mod tests {
             .into_iter()
             .map(|f| (f.source, f.relation, f.target, f.valid_at, f.invalid_at))
             .collect()
+    }
+
+    #[test]
+    fn characters_that_change_length_when_lower_cased_do_not_break_slicing() {
+        let kelvin = "\u{212A}".repeat(8);
+        let text = format!("Alice lives in Paris{kelvin} and moved to Rome.");
+        let found = facts(&text, None);
+        assert!(found.iter().any(|r| r.2 == "Rome"), "{found:?}");
+        let _ = facts(&format!("Bob moved to Oslo until {kelvin} İİİ 2020"), None);
+        let _ = facts(
+            "Alice: İ live in Paris and İ moved to Rome since \u{212A}",
+            None,
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_extracts_without_panicking(text in "\\PC{0,200}", speaker in proptest::option::of("\\PC{0,12}")) {
+            for source in EpisodeType::ALL {
+                let _ = OfflineExtractor.extract_content(&text, source, &Ontology::default());
+            }
+            let _ = OfflineExtractor.extract_text(&text, speaker.as_deref(), &Ontology::default());
+        }
     }
 
     fn f(s: &str, r: &str, t: &str, v: Option<&str>, i: Option<&str>) -> Row {

@@ -102,6 +102,16 @@ pub struct SearchConfig {
     /// MMR trade-off: 1 = relevance only, 0 = diversity only.
     #[serde(default = "default_mmr_lambda")]
     pub mmr_lambda: f32,
+    /// One ranked list for memory instead of one list per scope: every
+    /// result is an episode (what was said), found through its own text and
+    /// embedding and through the facts extracted from it, which vote for it
+    /// and travel with it; `limit` counts results, so nothing inflates it.
+    #[serde(default)]
+    pub mixed: bool,
+    /// Neighbouring turns (before and after, same group) attached to each
+    /// episode result as its context.
+    #[serde(default)]
+    pub context_turns: usize,
 }
 
 fn default_limit() -> usize {
@@ -155,7 +165,24 @@ pub const RECIPES: &[&str] = &[
     "COMMUNITY_HYBRID_SEARCH_MMR",
     "COMMUNITY_HYBRID_SEARCH_CROSS_ENCODER",
     "EPISODE_HYBRID_SEARCH_RRF",
+    MEMORY_RECIPE,
 ];
+
+/// The default recipe: what an agent's memory should hand back (see
+/// [`SearchConfig::mixed`]).
+pub const MEMORY_RECIPE: &str = "MEMORY_HYBRID_SEARCH_RRF";
+
+/// Weight of the fact channels' votes against an episode's own channels:
+/// an extracted fact is a paraphrase of its turn, a weaker witness than the
+/// turn's own words (measured on LoCoMo with the offline extractor: votes at
+/// full weight cost recall, at a fifth they are neutral to slightly helpful).
+pub const FACT_VOTE_WEIGHT: f32 = 0.2;
+
+/// RRF's rank offset for the mixed list. Small, so the first hits of each
+/// channel dominate: on conversations BM25's top turns are precise, and a
+/// large offset lets many middling agreements outrank them (LoCoMo dev:
+/// k = 2 → 0.63 recall@10, k = 60 → 0.56).
+pub const MIXED_RRF_K: f32 = 2.0;
 
 /// A named recipe.
 pub fn recipe(name: &str) -> Option<SearchConfig> {
@@ -175,6 +202,8 @@ pub fn recipe(name: &str) -> Option<SearchConfig> {
         limit: default_limit(),
         bfs_max_depth: default_bfs_depth(),
         mmr_lambda: default_mmr_lambda(),
+        mixed: false,
+        context_turns: 0,
     };
     let hybrid = [Bm25, Cosine];
     let with_bfs = [Bm25, Cosine, Bfs];
@@ -255,6 +284,13 @@ pub fn recipe(name: &str) -> Option<SearchConfig> {
         },
         "EPISODE_HYBRID_SEARCH_RRF" => SearchConfig {
             episodes: scope(&[Bm25], Rrf),
+            ..none
+        },
+        MEMORY_RECIPE => SearchConfig {
+            episodes: scope(&hybrid, Rrf),
+            facts: scope(&hybrid, Rrf),
+            mixed: true,
+            context_turns: 1,
             ..none
         },
         _ => return None,
@@ -503,21 +539,38 @@ impl SearchFilters {
 /// Reciprocal rank fusion: `score(d) = Σ 1 / (k + rank(d))` over the lists
 /// (rank from 1). Ties keep first-seen order, so results are deterministic.
 pub fn rrf(lists: &[Vec<Uuid>], k: f32) -> Vec<(Uuid, f32)> {
+    let weighted: Vec<(&[Uuid], f32)> = lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+    weighted_rrf(&weighted, k)
+}
+
+/// [`rrf`] where each list counts with its weight: `Σ w / (k + rank(d))`.
+pub fn weighted_rrf(lists: &[(&[Uuid], f32)], k: f32) -> Vec<(Uuid, f32)> {
     let mut scores: HashMap<Uuid, (f32, usize)> = HashMap::new();
     let mut order = 0usize;
-    for list in lists {
+    for (list, weight) in lists {
         for (rank, id) in list.iter().enumerate() {
             let entry = scores.entry(*id).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
-            entry.0 += 1.0 / (k + rank as f32 + 1.0);
+            entry.0 += weight / (k + rank as f32 + 1.0);
         }
     }
     let mut out: Vec<(Uuid, f32, usize)> =
         scores.into_iter().map(|(u, (s, o))| (u, s, o)).collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
     out.into_iter().map(|(u, s, _)| (u, s)).collect()
+}
+
+/// Records found by a channel vote for the episodes that assert them: the
+/// episodes in the order of the records that name them first, each once.
+pub fn votes<'a>(ranked: &[Uuid], asserted_by: impl Fn(&Uuid) -> &'a [Uuid]) -> Vec<Uuid> {
+    let mut seen = std::collections::HashSet::new();
+    ranked
+        .iter()
+        .flat_map(|u| asserted_by(u).iter().copied())
+        .filter(|e| seen.insert(*e))
+        .collect()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -636,6 +689,49 @@ mod tests {
         let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
         let out = rrf(&[vec![a, b, c], vec![b, c]], 1.0);
         assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![b, c, a]);
+    }
+
+    #[test]
+    fn weights_scale_a_lists_say() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        // b leads the weak list, a the strong one: a wins.
+        let (strong, weak) = (vec![a, b], vec![b, a]);
+        let out = weighted_rrf(&[(&strong, 1.0), (&weak, 0.2)], 2.0);
+        assert_eq!(out[0].0, a);
+        // equal weights tie on score; first seen stays first
+        let out = weighted_rrf(&[(&weak, 1.0), (&strong, 1.0)], 2.0);
+        assert_eq!(out.iter().map(|x| x.0).collect::<Vec<_>>(), vec![b, a]);
+        assert!((out[0].1 - out[1].1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn facts_vote_for_their_episodes_once_in_rank_order() {
+        let (f1, f2, f3) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let (e1, e2, e3) = (
+            Uuid::from_u128(11),
+            Uuid::from_u128(12),
+            Uuid::from_u128(13),
+        );
+        let provenance: BTreeMap<Uuid, Vec<Uuid>> =
+            [(f1, vec![e2]), (f2, vec![e2, e1]), (f3, vec![])].into();
+        let out = votes(&[f1, f3, f2, Uuid::from_u128(99)], |f| {
+            provenance.get(f).map_or(&[][..], Vec::as_slice)
+        });
+        assert_eq!(out, vec![e2, e1]);
+        assert!(!out.contains(&e3));
+    }
+
+    #[test]
+    fn the_memory_recipe_is_mixed_with_context() {
+        let c = recipe(MEMORY_RECIPE).unwrap();
+        assert!(c.mixed && c.context_turns > 0);
+        assert!(c.episodes.is_some() && c.facts.is_some());
+        assert!(c.needs_query_vector());
+        // a configuration without the new fields still parses, unmixed
+        let old: SearchConfig =
+            serde_json::from_str(r#"{"facts": {"channels": ["bm25"], "reranker": "rrf"}}"#)
+                .unwrap();
+        assert!(!old.mixed && old.context_turns == 0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! turns both into instants, so every extractor gets the same semantics.
 
 use chronicle_model::Timestamp;
-use chrono::{DateTime, Datelike, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
+use chrono::{DateTime, Datelike, Days, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
 
 const MONTHS: [&str; 12] = [
     "january",
@@ -79,19 +79,20 @@ pub fn resolve(expression: &str, reference: Timestamp) -> Option<Timestamp> {
         "now" | "today" | "currently" | "present" | "the present" | "right now" | "nowadays" => {
             return Some(reference);
         }
-        "yesterday" => return at(today - Duration::days(1)),
-        "tomorrow" => return at(today + Duration::days(1)),
-        "last week" => return at(today - Duration::days(7)),
-        "next week" => return at(today + Duration::days(7)),
+        "yesterday" => return at(today.checked_sub_days(Days::new(1))?),
+        "tomorrow" => return at(today.checked_add_days(Days::new(1))?),
+        "last week" => return at(today.checked_sub_days(Days::new(7))?),
+        "next week" => return at(today.checked_add_days(Days::new(7))?),
         "this week" => {
-            return at(today - Duration::days(today.weekday().num_days_from_monday() as i64));
+            return at(today
+                .checked_sub_days(Days::new(u64::from(today.weekday().num_days_from_monday())))?);
         }
         "last month" => return at(first_of_month(today).checked_sub_months(Months::new(1))?),
         "this month" => return at(first_of_month(today)),
         "next month" => return at(first_of_month(today).checked_add_months(Months::new(1))?),
-        "last year" => return at(NaiveDate::from_ymd_opt(today.year() - 1, 1, 1)?),
+        "last year" => return at(NaiveDate::from_ymd_opt(today.year().checked_sub(1)?, 1, 1)?),
         "this year" => return at(NaiveDate::from_ymd_opt(today.year(), 1, 1)?),
-        "next year" => return at(NaiveDate::from_ymd_opt(today.year() + 1, 1, 1)?),
+        "next year" => return at(NaiveDate::from_ymd_opt(today.year().checked_add(1)?, 1, 1)?),
         _ => {}
     }
     if let Some(t) = parse_ago(s, now) {
@@ -134,11 +135,13 @@ fn parse_ago(s: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let (n, unit) = rest.split_once(' ')?;
     let n = number(n)?;
     let unit = unit.trim_end_matches('s');
+    // Checked all the way: "300000000 days ago" is text, not a reason to panic.
+    let back = |d: Option<Duration>| now.checked_sub_signed(d?);
     Some(match unit {
-        "minute" => now - Duration::minutes(n),
-        "hour" => now - Duration::hours(n),
-        "day" => now - Duration::days(n),
-        "week" => now - Duration::weeks(n),
+        "minute" => back(Duration::try_minutes(n))?,
+        "hour" => back(Duration::try_hours(n))?,
+        "day" => back(Duration::try_days(n))?,
+        "week" => back(Duration::try_weeks(n))?,
         "month" => now.checked_sub_months(Months::new(u32::try_from(n).ok()?))?,
         "year" => now.checked_sub_months(Months::new(u32::try_from(n.checked_mul(12)?).ok()?))?,
         _ => return None,
@@ -183,7 +186,7 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
         if this_year <= today {
             Some(this_year)
         } else {
-            NaiveDate::from_ymd_opt(today.year() - 1, m, d)
+            NaiveDate::from_ymd_opt(today.year().checked_sub(1)?, m, d)
         }
     };
     match words.as_slice() {
@@ -191,11 +194,9 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
         [m] if month(m).is_some() => most_recent(month(m)?, 1),
         [w] | ["last", w] if weekday(w).is_some() => {
             let target = weekday(w)?;
-            let mut d = today - Duration::days(1);
-            while d.weekday() != target {
-                d -= Duration::days(1);
-            }
-            Some(d)
+            (1..=7)
+                .filter_map(|n| today.checked_sub_days(Days::new(n)))
+                .find(|d| d.weekday() == target)
         }
         ["last", m] if month(m).is_some() => {
             let m = month(m)?;
@@ -203,7 +204,7 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
             if this_year < first_of_month(today) {
                 Some(this_year)
             } else {
-                NaiveDate::from_ymd_opt(today.year() - 1, m, 1)
+                NaiveDate::from_ymd_opt(today.year().checked_sub(1)?, m, 1)
             }
         }
         [m, y] if month(m).is_some() && year(y).is_some() => {
@@ -230,6 +231,46 @@ mod tests {
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn huge_and_edge_amounts_are_no_dates_not_panics() {
+        let r = ts("2025-01-01T00:00:00Z");
+        for e in [
+            "300000000 days ago",
+            "9223372036854775807 weeks ago",
+            "99999999999 hours ago",
+            "4294967296 months ago",
+            "999999999 years ago",
+        ] {
+            assert_eq!(resolve(e, r), None, "{e}");
+        }
+        for edge in ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"] {
+            for e in [
+                "yesterday",
+                "tomorrow",
+                "last week",
+                "next week",
+                "this week",
+                "monday",
+                "last year",
+                "next year",
+                "march 3",
+                "last june",
+            ] {
+                let _ = resolve(e, ts(edge));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_expression_at_any_time_never_panics(e in "\\PC{0,40}", n in proptest::num::i64::ANY, secs in -62_000_000_000i64..250_000_000_000i64) {
+            let r = Timestamp::from_micros(secs.saturating_mul(1_000_000)).unwrap_or(Timestamp::EPOCH);
+            let _ = resolve(&e, r);
+            let _ = resolve(&format!("{n} days ago"), r);
+            let _ = resolve(&format!("{} weeks ago", n.unsigned_abs()), r);
+        }
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct Episode {
     pub entity_edges: Vec<Uuid>,
     /// Free-form caller metadata.
     pub metadata: Attributes,
+    /// Embedding of the content, computed once by the decision that recorded
+    /// the episode and carried on the log, so every projection (live,
+    /// rebuilt, replayed) indexes the same vector without a model call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_embedding: Option<Vec<f32>>,
 }
 
 /// A submitted episode, as it travels on the episodes log.

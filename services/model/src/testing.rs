@@ -37,6 +37,7 @@ pub fn episode(g: &GroupId, uuid: Uuid) -> Episode {
         created_at: ts("2025-03-01T09:00:01Z"),
         entity_edges: vec![Uuid::from_u128(7)],
         metadata: attrs(),
+        content_embedding: Some(vec![0.25, -0.5, 1.0]),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod communities;
 pub mod ingest;
 pub mod kafka;
 pub mod log;
+pub mod recall;
 pub mod search;
 
 use std::sync::Arc;

@@ -194,6 +194,7 @@ async fn generate(
                     created_at: tx,
                     entity_edges: edges,
                     metadata: Attributes::new(),
+                    content_embedding: None,
                 },
             }];
             all.extend(kinds);

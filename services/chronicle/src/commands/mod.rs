@@ -154,6 +154,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             read::search(&node, args, json).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Context {
+            group,
+            query,
+            max_chars,
+            time,
+            json,
+        } => {
+            let node = Node::open(settings).await?;
+            read::context(&node, &group, &query, max_chars, &time, json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Timeline {
             group,
             entity,
@@ -279,6 +290,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     groups,
                     queries,
                 } => crate::bench::search::run(&settings, &facts, groups, queries).await?,
+                BenchCommand::Recall {
+                    episodes,
+                    questions,
+                    k,
+                    recipes,
+                } => {
+                    crate::bench::recall::run(&settings, &episodes, &questions, &k, &recipes)
+                        .await?
+                }
                 BenchCommand::Communities { entities } => {
                     crate::bench::communities::run(&entities).await?
                 }

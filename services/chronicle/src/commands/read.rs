@@ -185,14 +185,56 @@ pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Resul
                 bold(&r.name),
                 r.summary.as_deref().unwrap_or("")
             ),
-            chronicle_engine::search::Scope::Episode => println!(
-                "{score} [{}] {} ({}) {}",
-                cyan("episode"),
-                bold(&r.name),
-                short(r.valid_at),
-                r.content.as_deref().unwrap_or("")
-            ),
+            chronicle_engine::search::Scope::Episode => {
+                println!(
+                    "{score} [{}] {} ({}) {}",
+                    cyan("episode"),
+                    bold(&r.name),
+                    short(r.valid_at),
+                    r.content.as_deref().unwrap_or("")
+                );
+                for f in &r.facts {
+                    println!("      {} {}", dim("fact"), f.fact);
+                }
+                for t in r.context.iter().filter(|t| t.uuid != r.uuid) {
+                    println!("      {} {} {}", dim("turn"), t.name, t.content);
+                }
+            }
         }
+    }
+    Ok(())
+}
+
+/// `chronicle context`: the memory block an agent would paste.
+pub async fn context(
+    node: &Node,
+    group_id: &str,
+    query: &str,
+    max_chars: usize,
+    time: &TimeArgs,
+    json: bool,
+) -> anyhow::Result<()> {
+    let g = group(group_id)?;
+    let spec = crate::http::decode::context_spec(
+        Some(query.to_owned()),
+        None,
+        Some(max_chars),
+        time_filters(time)?.as_of,
+    )
+    .map_err(|e| {
+        let flag = e
+            .field
+            .as_deref()
+            .map(|f| format!("--{}", f.replace('_', "-")));
+        anyhow::anyhow!("{}: {}", flag.unwrap_or_else(|| "query".into()), e.error)
+    })?;
+    let block = Query::new(node)
+        .context(&g, &spec.query, spec.max_chars, spec.as_of)
+        .await?;
+    if json {
+        println!("{}", serde_json::to_string(&block)?);
+    } else {
+        print!("{}", block.context);
     }
     Ok(())
 }

@@ -27,6 +27,10 @@ pub const MAX_SEARCH_LIMIT: usize = 100;
 pub const MAX_QUERY_CHARS: usize = 4096;
 /// Deepest BFS a custom search configuration may ask for.
 pub const MAX_BFS_DEPTH: usize = 4;
+/// Neighbouring turns a mixed search may attach per result, each side.
+pub const MAX_CONTEXT_TURNS: usize = 5;
+/// Largest context block a caller may ask for, in characters.
+pub const MAX_CONTEXT_CHARS: usize = 100_000;
 /// Most episodes or facts one listing returns.
 pub const MAX_LIST: usize = 1000;
 /// Episodes listed when `last_n` is not given.
@@ -34,7 +38,7 @@ pub const DEFAULT_LAST_N: usize = 20;
 /// Facts listed when `limit` is not given.
 pub const DEFAULT_FACTS_LIMIT: usize = 100;
 /// Recipe used when a search names neither a recipe nor a configuration.
-pub const DEFAULT_RECIPE: &str = "COMBINED_HYBRID_SEARCH_RRF";
+pub const DEFAULT_RECIPE: &str = chronicle_engine::search::MEMORY_RECIPE;
 
 /// The group id of the path.
 pub fn group(text: &str) -> Result<GroupId, ApiError> {
@@ -381,7 +385,7 @@ pub fn triplets(group: &GroupId, body: &[u8], now: Timestamp) -> Result<Submissi
 pub struct SearchBody {
     /// Free text.
     pub query: String,
-    /// A recipe name (default `COMBINED_HYBRID_SEARCH_RRF`).
+    /// A recipe name (default `MEMORY_HYBRID_SEARCH_RRF`).
     #[serde(default)]
     pub recipe: Option<String>,
     /// An explicit configuration instead of a recipe.
@@ -474,7 +478,87 @@ fn check_config(c: &SearchConfig) -> Result<(), ApiError> {
             "must be between 0 and 1",
         ));
     }
+    if c.context_turns > MAX_CONTEXT_TURNS {
+        return Err(ApiError::bad_request(
+            "config.context_turns",
+            format!(
+                "{} is out of range; 0..={MAX_CONTEXT_TURNS}",
+                c.context_turns
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// A context request's body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextBody {
+    #[serde(default)]
+    query: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<String>>,
+    #[serde(default)]
+    max_chars: Option<usize>,
+    #[serde(default)]
+    as_of: Option<Timestamp>,
+}
+
+/// A decoded context request: what to look for, the budget, the time.
+#[derive(Debug)]
+pub struct ContextSpec {
+    /// The query: the given one, or the last messages.
+    pub query: String,
+    /// Budget of the block in characters.
+    pub max_chars: usize,
+    /// Valid time of the facts shown (default now).
+    pub as_of: Option<Timestamp>,
+}
+
+/// Messages of a context request that make up its query (the latest last).
+const CONTEXT_MESSAGES: usize = 3;
+
+/// `POST /context`.
+pub fn context(body: &[u8]) -> Result<ContextSpec, ApiError> {
+    object(body)?;
+    let b: ContextBody = typed(body)?;
+    context_spec(b.query, b.messages, b.max_chars, b.as_of)
+}
+
+/// A context request from its parts, checked the same on every transport.
+pub fn context_spec(
+    query: Option<String>,
+    messages: Option<Vec<String>>,
+    max_chars: Option<usize>,
+    as_of: Option<Timestamp>,
+) -> Result<ContextSpec, ApiError> {
+    let query = match (query, messages) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "messages",
+                "give either query or messages, not both",
+            ));
+        }
+        (Some(q), None) => q,
+        (None, Some(m)) => {
+            let from = m.len().saturating_sub(CONTEXT_MESSAGES);
+            m[from..].join("\n")
+        }
+        (None, None) => return Err(ApiError::bad_request("query", "give query or messages")),
+    };
+    if query.trim().is_empty() {
+        return Err(ApiError::bad_request("query", "must not be empty"));
+    }
+    // The latest words matter most: a long history keeps its end.
+    let skip = query.chars().count().saturating_sub(MAX_QUERY_CHARS);
+    let query: String = query.chars().skip(skip).collect();
+    let max_chars = max_chars.unwrap_or(crate::query::DEFAULT_CONTEXT_CHARS);
+    check_limit("max_chars", max_chars, MAX_CONTEXT_CHARS)?;
+    Ok(ContextSpec {
+        query,
+        max_chars,
+        as_of,
+    })
 }
 
 fn scope_key(scope: search::Scope) -> &'static str {

@@ -170,10 +170,8 @@ pub async fn list_episodes(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let q = decode::list_query(raw.as_deref())?;
-    let episodes = state
-        .node
-        .store
-        .episodes_by_time(&group, q.before, q.last_n)
+    let episodes = Query::new(&state.node)
+        .recent_episodes(&group, q.before, q.last_n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
     Ok(Json(json!({ "episodes": episodes })).into_response())
@@ -245,6 +243,22 @@ pub async fn find_entity(
             Err(e) => Err(ApiError::internal("looking the entity up", &e)),
         },
     }
+}
+
+/// `POST /v1/groups/{group_id}/context`: a ready-to-paste memory block.
+pub async fn context(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let spec = decode::context(&body)?;
+    let block = Query::new(&state.node)
+        .context(&group, &spec.query, spec.max_chars, spec.as_of)
+        .await
+        .map_err(|e| ApiError::from_query(e, "query"))?;
+    Ok(Json(block).into_response())
 }
 
 /// `POST /v1/groups/{group_id}/search`.

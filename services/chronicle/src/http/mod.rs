@@ -286,6 +286,20 @@ pub fn routes() -> Vec<Route> {
             handlers::search,
         ),
         route(
+            Post,
+            "/v1/groups/{group_id}/context",
+            Some(Read),
+            op(
+                "getContext",
+                "A ready-to-paste memory block: facts with validity windows and the turns \
+                    that support them, within a character budget",
+                Some("ContextRequest"),
+                200,
+                Some("Context"),
+            ),
+            handlers::context,
+        ),
+        route(
             Get,
             "/v1/groups/{group_id}/entities/{uuid}",
             Some(Read),

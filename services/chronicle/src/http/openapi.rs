@@ -428,7 +428,7 @@ fn schemas() -> Value {
         "TripletSubmission" => json!({ "oneOf": [reference("TripletInput"), reference("TripletBatch")] }),
         "SearchRequest" => object(&["query"], json!({
             "query": { "type": "string", "minLength": 1 },
-            "recipe": { "type": ["string", "null"], "enum": chronicle_engine::search::RECIPES.iter().map(|r| json!(r)).chain([Value::Null]).collect::<Vec<_>>(), "description": "Default COMBINED_HYBRID_SEARCH_RRF; give this or `config`." },
+            "recipe": { "type": ["string", "null"], "enum": chronicle_engine::search::RECIPES.iter().map(|r| json!(r)).chain([Value::Null]).collect::<Vec<_>>(), "description": "Default MEMORY_HYBRID_SEARCH_RRF (turns with their facts and context); give this or `config`." },
             "config": { "oneOf": [reference("SearchConfig"), { "type": "null" }] },
             "filters": { "oneOf": [reference("SearchFilters"), { "type": "null" }] },
             "as_of": nullable_time(),
@@ -445,6 +445,8 @@ fn schemas() -> Value {
             "limit": { "type": "integer", "minimum": 1, "maximum": decode::MAX_SEARCH_LIMIT },
             "bfs_max_depth": { "type": "integer", "minimum": 0, "maximum": decode::MAX_BFS_DEPTH },
             "mmr_lambda": { "type": "number", "minimum": 0, "maximum": 1 },
+            "mixed": { "type": "boolean", "description": "One list of episodes found by their own channels and by the facts extracted from them; limit counts results." },
+            "context_turns": { "type": "integer", "minimum": 0, "maximum": decode::MAX_CONTEXT_TURNS },
         })),
         "ScopeConfig" => object(&["channels", "reranker"], json!({
             "channels": { "type": "array", "minItems": 1, "items": { "enum": ["bm25", "cosine", "bfs"] } },
@@ -492,6 +494,32 @@ fn schemas() -> Value {
             "created_at": time(),
             "expired_at": nullable_time(),
             "episodes": { "type": "array", "items": reference("Provenance"), "description": "Provenance: the episodes that assert it." },
+            "facts": { "type": "array", "items": reference("SupportingFact"), "description": "Mixed search: the matching facts extracted from this episode." },
+            "context": { "type": "array", "items": reference("Turn"), "description": "Mixed search: the turns this result spans, in order, itself included." },
+        })),
+        "SupportingFact" => object(&["uuid", "fact"], json!({
+            "uuid": uuid(),
+            "fact": { "type": "string" },
+            "valid_at": nullable_time(),
+            "invalid_at": nullable_time(),
+            "expired_at": nullable_time(),
+        })),
+        "Turn" => object(&["uuid", "name", "content", "valid_at"], json!({
+            "uuid": uuid(),
+            "name": { "type": "string" },
+            "content": { "type": "string" },
+            "valid_at": time(),
+        })),
+        "ContextRequest" => object(&[], json!({
+            "query": { "type": ["string", "null"], "description": "What the agent needs context for; give this or `messages`." },
+            "messages": { "type": ["array", "null"], "items": { "type": "string" }, "description": "Recent messages; the last ones form the query." },
+            "max_chars": { "type": ["integer", "null"], "minimum": 1, "maximum": decode::MAX_CONTEXT_CHARS, "description": "Budget of the block (default 4000)." },
+            "as_of": nullable_time(),
+        })),
+        "Context" => object(&["context", "facts", "turns"], json!({
+            "context": { "type": "string", "description": "Ready to paste: facts with validity windows, then the turns that support them." },
+            "facts": { "type": "array", "items": reference("SupportingFact") },
+            "turns": { "type": "array", "items": reference("Turn") },
         })),
         "SearchResults" => object(&["results"], json!({
             "results": { "type": "array", "items": reference("ResultItem") },

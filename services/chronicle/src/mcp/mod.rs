@@ -123,8 +123,10 @@ impl McpServer {
 /// What the server tells a client about itself at initialization.
 const INSTRUCTIONS: &str = "chronicle is a temporal context graph for agent memory. \
 add_memory appends an episode and returns at once (status pending); the graph is updated \
-asynchronously — poll get_status with the returned uuid until it is processed, then search \
-with search_memory_facts (facts, with valid and transaction times) or search_nodes (entities). \
+asynchronously — poll get_status with the returned uuid until it is processed, then recall \
+with search_memory (what was said, with its facts and neighbouring turns) or get_context (a \
+ready-to-paste block), or search search_memory_facts (facts, with valid and transaction times) \
+or search_nodes (entities). \
 Contradicted facts are never deleted: they get invalid_at/expired_at and stay searchable with \
 include_history. Every tool takes group_id, the tenant.";
 

@@ -108,6 +108,27 @@ pub const TOOLS: &[ToolSpec] = &[
         schema: input_schema::<AddMemory>,
     },
     ToolSpec {
+        name: "search_memory",
+        description: "Search what was said in the group: each result is one episode (a turn, a \
+            text) found by its words, its meaning and the facts extracted from it, with those \
+            facts (and their validity windows) and the neighbouring turns as context. The \
+            default for recalling conversations; max_results counts results.",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<SearchMemory>,
+    },
+    ToolSpec {
+        name: "get_context",
+        description: "A ready-to-paste memory block for a query or the latest messages: the \
+            matching facts with their validity windows, then the turns that support them, \
+            within max_chars (default 4000).",
+        access: Read,
+        idempotent: true,
+        destructive: false,
+        schema: input_schema::<GetContext>,
+    },
+    ToolSpec {
         name: "search_nodes",
         description: "Search the group's entities (people, places, things) by hybrid search \
             (BM25 + embeddings, fused), optionally ranked by graph distance from a center entity. \
@@ -237,6 +258,8 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, mut args: JsonObject) -> Result<Val
     let g = &group;
     match spec.name {
         "add_memory" => add_memory(ctx, g, decode_args(args)?).await,
+        "search_memory" => search_memory(ctx, g, decode_args(args)?).await,
+        "get_context" => get_context(ctx, g, decode_args(args)?).await,
         "search_nodes" => search_nodes(ctx, g, decode_args(args)?).await,
         "search_memory_facts" => search_memory_facts(ctx, g, decode_args(args)?).await,
         "get_episodes" => get_episodes(ctx, g, decode_args(args)?).await,
@@ -390,6 +413,69 @@ async fn add_memory(ctx: &Ctx<'_>, group: &GroupId, a: AddMemory) -> Result<Valu
 async fn add_triplet(ctx: &Ctx<'_>, group: &GroupId, t: TripletInput) -> Result<Value, ApiError> {
     let episode = t.into_episode(group, now())?;
     accept(ctx, group, Command::AddEpisode(episode)).await
+}
+
+/// `search_memory` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchMemory {
+    /// What to look for, in words.
+    query: String,
+    /// Most results (1-100, default 10).
+    #[serde(default)]
+    max_results: Option<usize>,
+    /// Valid time (RFC 3339) of the facts shown with each turn.
+    #[serde(default)]
+    as_of: Option<String>,
+}
+
+async fn search_memory(ctx: &Ctx<'_>, group: &GroupId, a: SearchMemory) -> Result<Value, ApiError> {
+    let filters = SearchFilters {
+        as_of: time("as_of", a.as_of)?,
+        ..Default::default()
+    };
+    let recipe = chronicle_engine::search::MEMORY_RECIPE;
+    let found = search(
+        ctx,
+        group,
+        Search {
+            query: a.query,
+            limit_field: "max_results",
+            limit: a.max_results,
+            center: None,
+            recipes: (recipe, recipe),
+            filters,
+        },
+    )
+    .await?;
+    Ok(json!({ "results": encode(&found.results)? }))
+}
+
+/// `get_context` arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetContext {
+    /// What the agent needs context for; give this or `messages`.
+    #[serde(default)]
+    query: Option<String>,
+    /// Recent messages, oldest first; the last ones form the query.
+    #[serde(default)]
+    messages: Option<Vec<String>>,
+    /// Budget of the block in characters (default 4000).
+    #[serde(default)]
+    max_chars: Option<usize>,
+    /// Valid time (RFC 3339) of the facts shown (default now).
+    #[serde(default)]
+    as_of: Option<String>,
+}
+
+async fn get_context(ctx: &Ctx<'_>, group: &GroupId, a: GetContext) -> Result<Value, ApiError> {
+    let spec = decode::context_spec(a.query, a.messages, a.max_chars, time("as_of", a.as_of)?)?;
+    let block = Query::new(ctx.node)
+        .context(group, &spec.query, spec.max_chars, spec.as_of)
+        .await
+        .map_err(|e| ApiError::from_query(e, "query"))?;
+    encode(&block)
 }
 
 /// `search_nodes` arguments.
@@ -580,10 +666,8 @@ pub struct GetEpisodes {
 async fn get_episodes(ctx: &Ctx<'_>, group: &GroupId, a: GetEpisodes) -> Result<Value, ApiError> {
     let n = count("max_episodes", a.max_episodes, MAX_LIST)?;
     let before = time("before", a.before)?;
-    let episodes = ctx
-        .node
-        .store
-        .episodes_by_time(group, before, n)
+    let episodes = Query::new(ctx.node)
+        .recent_episodes(group, before, n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
     Ok(json!({ "episodes": encode(&episodes)? }))

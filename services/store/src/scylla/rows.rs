@@ -160,6 +160,7 @@ pub(crate) struct EpisodeRow {
     pub created_at: i64,
     pub entity_edges: Option<Vec<Uuid>>,
     pub metadata: String,
+    pub content_embedding: Option<Vec<u8>>,
 }
 
 impl EpisodeRow {
@@ -175,6 +176,7 @@ impl EpisodeRow {
             created_at: e.created_at.as_micros(),
             entity_edges: Some(e.entity_edges.clone()),
             metadata: json(&e.metadata),
+            content_embedding: e.content_embedding.as_deref().map(embedding_to_blob),
         }
     }
 
@@ -192,6 +194,11 @@ impl EpisodeRow {
             source_description: self.source_description,
             content: self.content,
             entity_edges: self.entity_edges.unwrap_or_default(),
+            content_embedding: self
+                .content_embedding
+                .as_deref()
+                .map(blob_to_embedding)
+                .transpose()?,
         })
     }
 }
@@ -808,6 +815,7 @@ mod tests {
             created_at: ts("2025-01-01T00:00:00Z"),
             entity_edges: vec![Uuid::from_u128(6)],
             metadata,
+            content_embedding: Some(vec![0.5, -1.25]),
         };
         let row = EpisodeRow::from_model(&ep);
         assert_eq!(row.source, "fact_triple");

@@ -57,7 +57,7 @@ pub(crate) enum Stmt {
 
 macro_rules! episode_columns {
     () => {
-        "group_id, uuid, name, source, source_description, content, valid_at, created_at, entity_edges, metadata"
+        "group_id, uuid, name, source, source_description, content, valid_at, created_at, entity_edges, metadata, content_embedding"
     };
 }
 macro_rules! entity_columns {
@@ -222,7 +222,7 @@ impl Stmt {
             Stmt::InsertEpisode => concat!(
                 "INSERT INTO ${ks}.episodes (",
                 episode_columns!(),
-                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             Stmt::DeleteEpisode => "DELETE FROM ${ks}.episodes WHERE group_id = ? AND uuid = ?",
             Stmt::InsertEpisodeTime => {
