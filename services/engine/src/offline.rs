@@ -152,7 +152,78 @@ const TIME_STARTERS: &[&str] = &[
 /// Lower-case words allowed inside a multi-word proper name.
 const NAME_CONNECTORS: &[&str] = &["of", "de", "da", "del", "van", "von", "la", "le", "du", "&"];
 
-const PRONOUNS_SPEAKER: &[&str] = &["i", "i've", "i'm", "we", "we've"];
+const PRONOUNS_SPEAKER: &[&str] = &[
+    "i", "i've", "i'm", "i'd", "i'll", "we", "we've", "we're", "we'd", "we'll",
+];
+
+/// Capitalized words that start sentences in conversation but never name
+/// anyone: "Sounds like fun", "It's …", "Looks like …", "You like …".
+const NOT_NAMES: &[&str] = &[
+    "sounds",
+    "sound",
+    "looks",
+    "look",
+    "seems",
+    "feels",
+    "it",
+    "it's",
+    "its",
+    "that",
+    "that's",
+    "this",
+    "these",
+    "those",
+    "there",
+    "there's",
+    "here",
+    "what",
+    "what's",
+    "who",
+    "so",
+    "yeah",
+    "yes",
+    "no",
+    "oh",
+    "wow",
+    "hey",
+    "hi",
+    "hello",
+    "thanks",
+    "thank",
+    "you",
+    "you're",
+    "you'd",
+    "you'll",
+    "your",
+    "my",
+    "our",
+    "his",
+    "her",
+    "their",
+    "they'd",
+    "they'll",
+    "would",
+    "could",
+    "should",
+    "maybe",
+    "well",
+    "sure",
+    "great",
+    "awesome",
+    "cool",
+    "nice",
+    "lol",
+    "haha",
+    "ok",
+    "okay",
+    "totally",
+    "absolutely",
+    "everyone",
+    "everybody",
+    "someone",
+    "somebody",
+    "people",
+];
 const PRONOUNS_PREVIOUS: &[&str] = &["he", "she", "they", "he's", "she's"];
 
 /// A clause split into words with their original spelling.
@@ -453,7 +524,9 @@ fn subject_of(
         run.pop();
         consumed -= 1;
     }
-    if run.is_empty() {
+    if run.is_empty()
+        || (run.len() == 1 && NOT_NAMES.contains(&run[0].to_ascii_lowercase().as_str()))
+    {
         return None;
     }
     run.reverse();
@@ -730,6 +803,23 @@ mod tests {
             .into_iter()
             .map(|f| (f.source, f.relation, f.target, f.valid_at, f.invalid_at))
             .collect()
+    }
+
+    #[test]
+    fn conversational_filler_is_no_subject_and_i_is_the_speaker() {
+        for filler in [
+            "Sounds like fun!",
+            "Looks like a great trip.",
+            "It's like Paris.",
+            "You like Rome.",
+            "That's like Oslo.",
+        ] {
+            assert_eq!(facts(filler, Some("Mel")), vec![], "{filler}");
+        }
+        assert_eq!(
+            facts("I'd love Paris.", Some("Mel")),
+            vec![f("Mel", "LIKES", "Paris", None, None)]
+        );
     }
 
     #[test]
