@@ -339,6 +339,50 @@ async fn episodes_go_from_pending_to_processed_or_dead_lettered() {
     s.stop().await;
 }
 
+/// Episodes that once stopped the server for good (a panic in the temporal
+/// parser, byte offsets of lower-cased text slicing the original): decided
+/// now, and the server and every later episode go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn poison_episodes_neither_stop_the_server_nor_the_group() {
+    let mut s = start(None, None).await;
+    let kelvin = "\u{212A}".repeat(8);
+    let poison = [
+        "Alice moved to Paris since 300000000 days ago.".to_owned(),
+        format!("Alice lives in Paris{kelvin} and moved to Rome."),
+        "Bob moved to Oslo 9223372036854775807 weeks ago until yesterday.".to_owned(),
+    ];
+    let mut uuids = Vec::new();
+    for content in &poison {
+        let r = s
+            .post(
+                "/v1/groups/acme/episodes",
+                None,
+                &json!({"content": content, "reference_time": "2025-01-01T00:00:00Z"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+        uuids.push(r.json()["uuid"].as_str().expect("uuid").to_owned());
+    }
+    for uuid in &uuids {
+        let done = decided(&s, uuid).await;
+        assert!(
+            done["status"] == "processed" || done["status"] == "dead_lettered",
+            "{done}"
+        );
+    }
+    let after = s
+        .post(
+            "/v1/groups/acme/episodes",
+            None,
+            &json!({"content": "Ben: I work at Initech.", "reference_time": "2025-02-01T00:00:00Z"}),
+        )
+        .await;
+    let uuid = after.json()["uuid"].as_str().expect("uuid").to_owned();
+    assert_eq!(decided(&s, &uuid).await["status"], "processed");
+    assert_eq!(s.get("/healthz", None).await.status, StatusCode::OK);
+    s.settle().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn triplets_and_retraction() {
     let mut s = start(None, None).await;
