@@ -274,12 +274,15 @@ impl<'n> Query<'n> {
             None
         };
         let mut results = Vec::new();
-        if config.mixed {
+        let scopes = if config.mixed {
             results = self
                 .search_mixed(group, request, query_vector.as_deref())
                 .await?;
-        }
-        for (scope, scope_config) in config.scopes().into_iter().filter(|_| !config.mixed) {
+            Vec::new()
+        } else {
+            config.scopes()
+        };
+        for (scope, scope_config) in scopes {
             if scope_config.reranker == RerankerKind::CrossEncoder && self.node.reranker.is_none() {
                 return Err(SearchError::NoCrossEncoder.into());
             }
@@ -496,7 +499,13 @@ impl<'n> Query<'n> {
             else {
                 continue;
             };
+            let context = if config.context_turns > 0 {
+                self.turns_around(group, &e, config.context_turns).await?
+            } else {
+                Vec::new()
+            };
             let mut item = self.item(group, Loaded::Episode(e), score).await?;
+            item.context = context;
             item.facts = fact_order
                 .iter()
                 .filter_map(|(f, _)| facts.get(f))
@@ -509,9 +518,6 @@ impl<'n> Query<'n> {
                     expired_at: f.expired_at,
                 })
                 .collect();
-            if config.context_turns > 0 {
-                item.context = self.turns_around(group, u, config.context_turns).await?;
-            }
             out.push(item);
         }
         Ok(out)
@@ -591,12 +597,9 @@ impl<'n> Query<'n> {
     async fn turns_around(
         &self,
         group: &GroupId,
-        episode: Uuid,
+        center: &chronicle_model::Episode,
         n: usize,
     ) -> Result<Vec<Turn>, QueryError> {
-        let Some(center) = self.node.store.episode(group, episode).await? else {
-            return Ok(Vec::new());
-        };
         // Enough for a session's turns that share one reference time.
         const WINDOW: usize = 64;
         let mut around = self
@@ -605,9 +608,8 @@ impl<'n> Query<'n> {
             .episodes_by_time(group, Some(center.valid_at), WINDOW)
             .await?;
         around.sort_by_key(|e| (e.valid_at, e.created_at, e.uuid));
-        let Some(at) = around.iter().position(|e| e.uuid == episode) else {
-            around = vec![center];
-            return Ok(around.into_iter().map(turn).collect());
+        let Some(at) = around.iter().position(|e| e.uuid == center.uuid) else {
+            return Ok(vec![turn(center.clone())]);
         };
         let from = at.saturating_sub(n);
         let to = (at + n + 1).min(around.len());
