@@ -10,6 +10,7 @@ use chronicle_engine::search::{
     self, Channel, RerankerKind, Scope, SearchConfig, SearchError, SearchFilters, by_mentions,
     by_node_distance, mmr, rrf,
 };
+use chronicle_engine::temporal;
 use chronicle_index::{DocKind, IndexError};
 use chronicle_metrics::METRICS;
 use chronicle_model::{Entity, Fact, GroupId, Timestamp, normalize_name};
@@ -486,17 +487,32 @@ impl<'n> Query<'n> {
                 .iter()
                 .map(|l| (l.as_slice(), search::FACT_VOTE_WEIGHT)),
         );
-        let fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+        let mut fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+
+        // Candidates load once: for the time channel and for the results.
+        let mut episodes: BTreeMap<Uuid, Option<chronicle_model::Episode>> = BTreeMap::new();
+        if let Some(period) = temporal::period_in(text, self.now) {
+            for (u, _) in fused.iter().take(fetch) {
+                let e = self.load_episode(group, *u, &request.filters).await?;
+                episodes.insert(*u, e);
+            }
+            let timed = search::in_period(&fused[..fused.len().min(fetch)], &period, |u| {
+                episodes.get(u).and_then(|e| e.as_ref()).map(|e| e.valid_at)
+            });
+            weighted.push((timed.as_slice(), search::PERIOD_WEIGHT));
+            fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+        }
 
         let mut out = Vec::new();
         for (u, score) in fused {
             if out.len() >= limit {
                 break;
             }
-            let Some(Loaded::Episode(e)) = self
-                .load(group, Scope::Episode, u, &request.filters)
-                .await?
-            else {
+            let e = match episodes.remove(&u) {
+                Some(e) => e,
+                None => self.load_episode(group, u, &request.filters).await?,
+            };
+            let Some(e) = e else {
                 continue;
             };
             let context = if config.context_turns > 0 {
@@ -614,6 +630,21 @@ impl<'n> Query<'n> {
         let from = at.saturating_sub(n);
         let to = (at + n + 1).min(around.len());
         Ok(around.drain(from..to).map(turn).collect())
+    }
+
+    /// Loads an episode candidate and applies the filters.
+    async fn load_episode(
+        &self,
+        group: &GroupId,
+        uuid: Uuid,
+        filters: &SearchFilters,
+    ) -> Result<Option<chronicle_model::Episode>, QueryError> {
+        Ok(
+            match self.load(group, Scope::Episode, uuid, filters).await? {
+                Some(Loaded::Episode(e)) => Some(e),
+                _ => None,
+            },
+        )
     }
 
     /// Loads a candidate and applies the filters; `None` when filtered out or gone.

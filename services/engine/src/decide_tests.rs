@@ -1191,3 +1191,49 @@ async fn bulk_equals_sequential_with_incremental_communities() {
     }
     assert_eq!(bulk.to_canonical_json(), sequential.to_canonical_json());
 }
+
+#[tokio::test]
+async fn a_message_is_keyed_with_the_turn_before_it_and_a_document_alone() {
+    let g = group("g");
+    let d = offline();
+    let mut s = GroupState::new(g.clone());
+    let at = "2023-05-08T13:56:00Z";
+    let question = "Caroline: Did you go to the support group?";
+    let answer = "Melanie: Yes, yesterday!";
+    let mut document = episode(&g, 3, "Melanie runs a pottery class.", at);
+    if let Command::AddEpisode(e) = &mut document.command {
+        e.source = EpisodeType::Text;
+    }
+    run(
+        &d,
+        &mut s,
+        &[
+            episode(&g, 1, question, at),
+            episode(&g, 2, answer, at),
+            document,
+        ],
+    )
+    .await;
+    let vector = |n: u128| {
+        s.get_episode(&Uuid::from_u128(n))
+            .and_then(|e| e.content_embedding.clone())
+            .expect("embedded")
+    };
+    let embed = |t: String| async move { TrigramEmbedder.embed(&[t]).await.unwrap().remove(0) };
+    assert_eq!(vector(1), embed(question.into()).await);
+    assert_eq!(vector(2), embed(format!("{question}\n{answer}")).await);
+    assert_eq!(
+        vector(3),
+        embed("Melanie runs a pottery class.".into()).await
+    );
+}
+
+#[test]
+fn a_retrieval_key_is_bounded_and_cut_at_char_boundaries() {
+    let long_previous = "é".repeat(1_000) + " the question?";
+    let key = crate::decide::retrieval_key(Some(&long_previous), &"ü".repeat(5_000));
+    assert_eq!(key.chars().count(), 2_000);
+    assert!(key.starts_with(&"é".repeat(386)));
+    assert!(key.contains(" the question?\nü"));
+    assert_eq!(crate::decide::retrieval_key(None, "hi"), "hi");
+}

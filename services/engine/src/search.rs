@@ -184,6 +184,11 @@ pub const FACT_VOTE_WEIGHT: f32 = 0.2;
 /// k = 2 → 0.63 recall@10, k = 60 → 0.56).
 pub const MIXED_RRF_K: f32 = 2.0;
 
+/// Weight of the time channel (see [`in_period`]): as strong as a text
+/// channel, so a turn from the named period is preferred among the matches
+/// but a turn without the words never wins on its date alone.
+pub const PERIOD_WEIGHT: f32 = 1.0;
+
 /// A named recipe.
 pub fn recipe(name: &str) -> Option<SearchConfig> {
     use Channel::*;
@@ -570,6 +575,22 @@ pub fn votes<'a>(ranked: &[Uuid], asserted_by: impl Fn(&Uuid) -> &'a [Uuid]) -> 
         .iter()
         .flat_map(|u| asserted_by(u).iter().copied())
         .filter(|e| seen.insert(*e))
+        .collect()
+}
+
+/// The time channel of a query that names a period ("in May 2023"): the
+/// ranked candidates whose time falls inside it, in their order. Fused as
+/// one more list, it boosts and never filters — a question's period may be
+/// when something was said or when it happened.
+pub fn in_period(
+    ranked: &[(Uuid, f32)],
+    period: &crate::temporal::Period,
+    time_of: impl Fn(&Uuid) -> Option<Timestamp>,
+) -> Vec<Uuid> {
+    ranked
+        .iter()
+        .map(|(u, _)| *u)
+        .filter(|u| time_of(u).is_some_and(|t| period.contains(t)))
         .collect()
 }
 

@@ -81,7 +81,9 @@ pub struct GroupState {
 /// Lookups derived from the primary maps.
 #[derive(Clone, Debug, Default)]
 struct Indexes {
-    episodes_by_time: BTreeSet<(Timestamp, Uuid)>,
+    /// (reference time, transaction time, uuid): turns that share a
+    /// reference time (one session of a conversation) keep log order.
+    episodes_by_time: BTreeSet<(Timestamp, Timestamp, Uuid)>,
     entities_by_name: BTreeMap<String, BTreeSet<Uuid>>,
     facts_by_entity: BTreeMap<Uuid, BTreeSet<Uuid>>,
     mentioned_by: BTreeMap<Uuid, BTreeSet<Uuid>>,
@@ -211,10 +213,10 @@ impl GroupState {
         let mut out: Vec<&Episode> = self
             .index
             .episodes_by_time
-            .range(..=(at, Uuid::max()))
+            .range(..=(at, Timestamp::MAX, Uuid::max()))
             .rev()
             .take(n)
-            .filter_map(|(_, u)| self.episodes.get(u))
+            .filter_map(|(_, _, u)| self.episodes.get(u))
             .collect();
         out.reverse();
         out
@@ -301,12 +303,14 @@ impl GraphRecords for GroupState {
             .get_or_insert_with(|| episode.group_id.clone());
         self.index
             .episodes_by_time
-            .insert((episode.valid_at, episode.uuid));
+            .insert((episode.valid_at, episode.created_at, episode.uuid));
         self.episodes.insert(episode.uuid, episode);
     }
     fn remove_episode(&mut self, uuid: Uuid) {
         if let Some(old) = self.episodes.remove(&uuid) {
-            self.index.episodes_by_time.remove(&(old.valid_at, uuid));
+            self.index
+                .episodes_by_time
+                .remove(&(old.valid_at, old.created_at, uuid));
         }
     }
     fn put_entity(&mut self, entity: Entity) {

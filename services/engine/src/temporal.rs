@@ -225,6 +225,88 @@ fn parse_date(s: &str, today: NaiveDate) -> Option<NaiveDate> {
     }
 }
 
+/// A span of time a question names: `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Period {
+    /// First instant inside.
+    pub start: Timestamp,
+    /// First instant after.
+    pub end: Timestamp,
+}
+
+impl Period {
+    /// Whether `t` falls inside.
+    pub fn contains(&self, t: Timestamp) -> bool {
+        self.start <= t && t < self.end
+    }
+}
+
+/// The first span of time `text` names, for narrowing a search ("in May
+/// 2023", "on October 13, 2023", "in 2022", "last year", "yesterday"),
+/// resolved against `reference` like [`resolve`]. A date names its day, a
+/// month its month, a year its year. A bare month counts only after "in",
+/// "during" or "since" ("May I ..." names no time); a bare number only
+/// when it looks like a year (1900–2100).
+pub fn period_in(text: &str, reference: Timestamp) -> Option<Period> {
+    let lower = normalize(&text.replace(|c: char| !c.is_alphanumeric() && c != '-', " "));
+    let words: Vec<&str> = lower.split(' ').filter(|w| !w.is_empty()).collect();
+    let today = reference.to_datetime().date_naive();
+    let at = |d: NaiveDate| {
+        Timestamp::from_datetime(Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0)?)).ok()
+    };
+    let span = |start: NaiveDate, end: Option<NaiveDate>| {
+        Some(Period {
+            start: at(start)?,
+            end: at(end?)?,
+        })
+    };
+    let day_span = |d: NaiveDate| span(d, d.checked_add_days(Days::new(1)));
+    let month_span = |y: i32, m: u32| {
+        let start = NaiveDate::from_ymd_opt(y, m, 1)?;
+        span(start, start.checked_add_months(Months::new(1)))
+    };
+    let year_span = |y: i32| {
+        span(
+            NaiveDate::from_ymd_opt(y, 1, 1)?,
+            NaiveDate::from_ymd_opt(y.checked_add(1)?, 1, 1),
+        )
+    };
+    let plausible_year = |w: &str| year(w).filter(|y| (1900..=2100).contains(y));
+    for i in 0..words.len() {
+        let w = &words[i..];
+        let found = match w {
+            [m, d, y, ..] if month(m).is_some() && day(d).is_some() && year(y).is_some() => {
+                day_span(NaiveDate::from_ymd_opt(year(y)?, month(m)?, day(d)?)?)
+            }
+            [d, m, y, ..] if month(m).is_some() && day(d).is_some() && year(y).is_some() => {
+                day_span(NaiveDate::from_ymd_opt(year(y)?, month(m)?, day(d)?)?)
+            }
+            [m, y, ..] if month(m).is_some() && plausible_year(y).is_some() => {
+                month_span(year(y)?, month(m)?)
+            }
+            ["last", "year", ..] => year_span(today.year().checked_sub(1)?),
+            ["this", "year", ..] => year_span(today.year()),
+            ["last", "month", ..] => {
+                let start = first_of_month(today).checked_sub_months(Months::new(1))?;
+                month_span(start.year(), start.month())
+            }
+            ["this", "month", ..] => month_span(today.year(), today.month()),
+            ["last", "week", ..] => span(today.checked_sub_days(Days::new(7))?, Some(today)),
+            ["yesterday", ..] => day_span(today.checked_sub_days(Days::new(1))?),
+            ["in" | "during" | "since", m, ..] if month(m).is_some() && m.len() >= 3 => {
+                let start = parse_date(m, today)?;
+                month_span(start.year(), start.month())
+            }
+            [y, ..] if plausible_year(y).is_some() => year_span(year(y)?),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +345,49 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_question_names_its_period() {
+        let r = ts("2024-03-10T12:00:00Z");
+        let p = |q: &str| period_in(q, r).map(|p| (p.start.to_string(), p.end.to_string()));
+        let span = |a: &str, b: &str| Some((ts(a).to_string(), ts(b).to_string()));
+        assert_eq!(
+            p("What did Gina find for her store on 1 February, 2023?"),
+            span("2023-02-01T00:00:00Z", "2023-02-02T00:00:00Z")
+        );
+        assert_eq!(
+            p("What painting did she show on October 13, 2023?"),
+            span("2023-10-13T00:00:00Z", "2023-10-14T00:00:00Z")
+        );
+        assert_eq!(
+            p("What did they paint in July 2023?"),
+            span("2023-07-01T00:00:00Z", "2023-08-01T00:00:00Z")
+        );
+        assert_eq!(
+            p("How many times has she gone to the beach in 2023?"),
+            span("2023-01-01T00:00:00Z", "2024-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            p("When did Melanie go camping in June?"),
+            span("2023-06-01T00:00:00Z", "2023-07-01T00:00:00Z")
+        );
+        assert_eq!(
+            p("what happened last year"),
+            span("2023-01-01T00:00:00Z", "2024-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            p("and yesterday?"),
+            span("2024-03-09T00:00:00Z", "2024-03-10T00:00:00Z")
+        );
+        for none in [
+            "May I ask where Alice lives?",
+            "Who ran 1000 meters?",
+            "What did Caroline research?",
+            "",
+        ] {
+            assert_eq!(p(none), None, "{none}");
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn any_expression_at_any_time_never_panics(e in "\\PC{0,40}", n in proptest::num::i64::ANY, secs in -62_000_000_000i64..250_000_000_000i64) {
@@ -270,6 +395,8 @@ mod tests {
             let _ = resolve(&e, r);
             let _ = resolve(&format!("{n} days ago"), r);
             let _ = resolve(&format!("{} weeks ago", n.unsigned_abs()), r);
+            let _ = period_in(&e, r);
+            let _ = period_in(&format!("in may {n} and on {e}"), r);
         }
     }
 
