@@ -128,25 +128,25 @@ impl Projection {
             for u in t.facts {
                 match self.store.fact(&group, u).await? {
                     Some(f) => docs.push(fact_doc(&group, &f)),
-                    None => self.index.delete(DocKind::Fact, u)?,
+                    None => self.index.delete(&group, DocKind::Fact, u)?,
                 }
             }
             for u in t.entities {
                 match self.store.entity(&group, u).await? {
                     Some(e) => docs.push(entity_doc(&group, &e)),
-                    None => self.index.delete(DocKind::Entity, u)?,
+                    None => self.index.delete(&group, DocKind::Entity, u)?,
                 }
             }
             for u in t.episodes {
                 match self.store.episode(&group, u).await? {
                     Some(e) => docs.push(episode_doc(&group, &e)),
-                    None => self.index.delete(DocKind::Episode, u)?,
+                    None => self.index.delete(&group, DocKind::Episode, u)?,
                 }
             }
             for u in t.communities {
                 match self.store.community(&group, u).await? {
                     Some(c) => docs.push(community_doc(&group, &c)),
-                    None => self.index.delete(DocKind::Community, u)?,
+                    None => self.index.delete(&group, DocKind::Community, u)?,
                 }
             }
             self.index.upsert(docs)?;

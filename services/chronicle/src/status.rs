@@ -66,18 +66,20 @@ pub enum CommandStatus {
     },
 }
 
-/// Statuses of the commands this process has seen, by command id.
+/// Statuses of the commands this process has seen, by (group, command id):
+/// ids are scoped to a tenant, so the same uuid in two groups is two
+/// commands, and nothing here tells one group about the other's.
 #[derive(Debug, Default)]
 pub struct StatusBoard {
-    map: RwLock<HashMap<Uuid, (GroupId, CommandStatus)>>,
+    map: RwLock<HashMap<(GroupId, Uuid), CommandStatus>>,
 }
 
 impl StatusBoard {
     /// Records a command as pending unless it is already decided.
     pub fn pending(&self, uuid: Uuid, group: &GroupId, position: LogPosition) {
         let mut map = self.map.write().expect("status lock");
-        map.entry(uuid)
-            .or_insert_with(|| (group.clone(), CommandStatus::Pending { position }));
+        map.entry((group.clone(), uuid))
+            .or_insert(CommandStatus::Pending { position });
     }
 
     /// Records a decision (or a dead letter) found on the graph-events log.
@@ -93,7 +95,7 @@ impl StatusBoard {
         self.map
             .write()
             .expect("status lock")
-            .insert(batch.command_uuid, (batch.group_id.clone(), status));
+            .insert((batch.group_id.clone(), batch.command_uuid), status);
     }
 
     /// The status of a command of `group`; another group's command is unknown.
@@ -101,27 +103,15 @@ impl StatusBoard {
         self.map
             .read()
             .expect("status lock")
-            .get(&uuid)
-            .filter(|(g, _)| g == group)
-            .map(|(_, s)| s.clone())
-    }
-
-    /// Whether a command id is already known under a group other than
-    /// `group`. Command ids are global to the processor (a reused id is
-    /// skipped as decided), so the edge refuses such a reuse.
-    pub fn taken_by_other(&self, uuid: Uuid, group: &GroupId) -> bool {
-        self.map
-            .read()
-            .expect("status lock")
-            .get(&uuid)
-            .is_some_and(|(g, _)| g != group)
+            .get(&(group.clone(), uuid))
+            .cloned()
     }
 
     /// Pending, processed and dead-lettered counts, for one group or all.
     pub fn summary(&self, group: Option<&GroupId>) -> (usize, usize, usize) {
         let map = self.map.read().expect("status lock");
         let mut out = (0, 0, 0);
-        for (g, s) in map.values() {
+        for ((g, _), s) in map.iter() {
             if group.is_some_and(|x| x != g) {
                 continue;
             }

@@ -262,20 +262,72 @@ async fn own_token_cannot_reach_other_groups_records_by_id() {
         "globex sees none of acme's graph"
     );
 
-    // An id another group already uses is refused (the processor would
-    // skip it as decided); the owner may resubmit it (an idempotent retry).
-    let before = s.appended().await;
-    let stolen = s
+    // Ids are per group: another group may use the same uuid for an episode
+    // of its own (no 409 oracle, no pre-claiming), both are decided, and
+    // each group's status, graph and search see only its own.
+    let theirs_first = s
+        .get(
+            &format!("/v1/groups/acme/episodes/{episode}"),
+            Some(ACME_RO),
+        )
+        .await
+        .json();
+    let same_id = s
         .post(
             "/v1/groups/globex/episodes",
             Some(GLOBEX_RW),
-            &json!({"episodes": [{"content": "Mine now.", "uuid": episode}]}),
+            &json!({"episodes": [{"content": "Quibbit: I joined Plonkco.", "uuid": episode}]}),
         )
         .await;
-    assert_eq!(stolen.status, StatusCode::CONFLICT, "{}", stolen.text);
-    assert_eq!(stolen.json()["field"], "episodes[0].uuid");
-    assert_no_acme_data(&stolen, "reused uuid", &[]);
-    assert_eq!(s.appended().await, before);
+    assert_eq!(same_id.status, StatusCode::ACCEPTED, "{}", same_id.text);
+    assert_no_acme_data(&same_id, "reused uuid", &[]);
+    s.settle().await;
+    let mine = s
+        .get(
+            &format!("/v1/groups/globex/episodes/{episode}"),
+            Some(GLOBEX_RW),
+        )
+        .await;
+    assert_eq!(mine.status, StatusCode::OK, "{}", mine.text);
+    assert_eq!(mine.json()["status"], "processed", "{}", mine.text);
+    assert_no_acme_data(&mine, "globex's status of the shared uuid", &[]);
+    let acme_after = s
+        .get(
+            &format!("/v1/groups/acme/episodes/{episode}"),
+            Some(ACME_RO),
+        )
+        .await
+        .json();
+    assert_eq!(acme_after, theirs_first, "acme's status is untouched");
+    let graph = s
+        .get(
+            &format!("/v1/groups/globex/episodes/{episode}/graph"),
+            Some(GLOBEX_RW),
+        )
+        .await;
+    assert!(graph.text.contains("Plonkco"), "{}", graph.text);
+    assert_no_acme_data(&graph, "globex's graph of the shared uuid", &[]);
+    let acme_graph = s
+        .get(
+            &format!("/v1/groups/acme/episodes/{episode}/graph"),
+            Some(ACME_RO),
+        )
+        .await;
+    assert!(
+        acme_graph.text.contains("Quarnville"),
+        "{}",
+        acme_graph.text
+    );
+    assert!(!acme_graph.text.contains("Plonkco"), "{}", acme_graph.text);
+    let found = s
+        .post(
+            "/v1/groups/acme/search",
+            Some(ACME_RO),
+            &json!({"query": "Quarnville Plonkco"}),
+        )
+        .await;
+    assert!(found.text.contains("Quarnville"), "{}", found.text);
+    assert!(!found.text.contains("Plonkco"), "{}", found.text);
     let retry = s
         .post(
             "/v1/groups/acme/episodes",

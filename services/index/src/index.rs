@@ -13,7 +13,7 @@ use tantivy::IndexWriter;
 use uuid::Uuid;
 
 use crate::text::TextIndex;
-use crate::vector::{Locator, VectorOp, VectorStore, normalized};
+use crate::vector::{VectorOp, VectorStore, normalized};
 use crate::{Checkpoint, DocKind, Hit, IndexDoc, IndexError, IndexOptions, meta};
 
 /// Where the tantivy files live inside the index directory.
@@ -43,7 +43,6 @@ struct Writer {
     tantivy: IndexWriter,
     /// Vector changes since the last commit, applied at commit.
     pending: Vec<VectorOp>,
-    locator: Locator,
     /// Whether anything changed since the last commit.
     dirty: bool,
 }
@@ -127,8 +126,7 @@ impl SearchIndex {
             return Err(IndexError::Corrupt("stored vector of another dimension"));
         }
         let vectors = VectorStore::new(dimension, options)?;
-        let mut locator = Locator::new();
-        vectors.apply(&mut locator, ops)?;
+        vectors.apply(ops)?;
         let documents = counts(&text)?;
         let index = SearchIndex {
             dir: dir.to_path_buf(),
@@ -138,7 +136,6 @@ impl SearchIndex {
             writer: Mutex::new(Writer {
                 tantivy,
                 pending: Vec::new(),
-                locator,
                 dirty: false,
             }),
             committed: RwLock::new(Committed {
@@ -173,7 +170,7 @@ impl SearchIndex {
         self.dimension
     }
 
-    /// Adds documents, replacing any with the same (kind, uuid); visible
+    /// Adds documents, replacing any with the same (group, kind, uuid); visible
     /// after the next commit. The batch is validated first: an invalid
     /// vector rejects the whole batch and changes nothing.
     pub fn upsert(&self, docs: Vec<IndexDoc>) -> Result<(), IndexError> {
@@ -203,7 +200,7 @@ impl SearchIndex {
         for (doc, unit) in prepared {
             writer
                 .tantivy
-                .delete_term(self.text.key_term(doc.kind, doc.uuid));
+                .delete_term(self.text.key_term(doc.kind, &doc.group_id, doc.uuid));
             writer
                 .tantivy
                 .add_document(self.text.document(&doc, unit.as_deref()))?;
@@ -217,11 +214,18 @@ impl SearchIndex {
         Ok(())
     }
 
-    /// Removes a document (a no-op if absent); visible after the next commit.
-    pub fn delete(&self, kind: DocKind, uuid: Uuid) -> Result<(), IndexError> {
+    /// Removes a document of `group` (a no-op if absent); visible after the
+    /// next commit. Ids are per group: the same uuid elsewhere is untouched.
+    pub fn delete(&self, group: &GroupId, kind: DocKind, uuid: Uuid) -> Result<(), IndexError> {
         let mut writer = self.writer.lock()?;
-        writer.tantivy.delete_term(self.text.key_term(kind, uuid));
-        writer.pending.push(VectorOp::Delete { kind, uuid });
+        writer
+            .tantivy
+            .delete_term(self.text.key_term(kind, group, uuid));
+        writer.pending.push(VectorOp::Delete {
+            kind,
+            uuid,
+            group: group.clone(),
+        });
         writer.dirty = true;
         Ok(())
     }
@@ -258,10 +262,9 @@ impl SearchIndex {
         prepared.set_payload(&payload);
         prepared.commit()?;
         let durable_ms = started.elapsed().as_secs_f64() * 1e3;
-        let writer = &mut *writer;
         let ops = std::mem::take(&mut writer.pending);
         let changes = ops.len();
-        self.vectors.apply(&mut writer.locator, ops)?;
+        self.vectors.apply(ops)?;
         self.text.reload()?;
         let documents = counts(&self.text)?;
         *self.committed.write()? = Committed {

@@ -10,7 +10,7 @@ use crate::IndexError;
 
 const FILE: &str = "chronicle-index.json";
 /// Bumped when the on-disk layout changes incompatibly.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 #[derive(Serialize, Deserialize)]
 struct Meta {

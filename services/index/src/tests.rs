@@ -265,21 +265,27 @@ fn upsert_replaces_text_and_vector() {
 }
 
 #[test]
-fn upsert_moving_a_document_to_another_group_moves_its_vector() {
+fn the_same_uuid_in_two_groups_is_two_documents() {
     let dir = tempfile::tempdir().unwrap();
     let index = open(dir.path());
     let v = [1.0, 1.0, 0.0, 0.0];
     index
-        .upsert(vec![doc(DocKind::Entity, 1, "a", "x", Some(v))])
+        .upsert(vec![
+            doc(DocKind::Entity, 1, "a", "x", Some(v)),
+            doc(DocKind::Entity, 1, "b", "x", Some(v)),
+        ])
         .unwrap();
     index.commit(&cp(1)).unwrap();
-    index
-        .upsert(vec![doc(DocKind::Entity, 1, "b", "x", Some(v))])
-        .unwrap();
+    index.delete(&group("a"), DocKind::Entity, id(1)).unwrap();
     index.commit(&cp(2)).unwrap();
     assert!(near(&index, "a", v).is_empty());
-    assert_eq!(ids(&near(&index, "b", v)), [id(1)]);
     assert!(text(&index, "a", "x").is_empty());
+    assert_eq!(ids(&near(&index, "b", v)), [id(1)]);
+    assert_eq!(text(&index, "b", "x"), [id(1)]);
+    drop(index);
+    let index = open(dir.path());
+    assert_eq!(ids(&near(&index, "b", v)), [id(1)]);
+    assert!(near(&index, "a", v).is_empty());
 }
 
 #[test]
@@ -294,9 +300,9 @@ fn delete_removes_text_and_vector() {
         ])
         .unwrap();
     index.commit(&cp(1)).unwrap();
-    index.delete(DocKind::Fact, id(1)).unwrap();
-    index.delete(DocKind::Entity, id(2)).unwrap(); // other kind: no effect
-    index.delete(DocKind::Fact, id(99)).unwrap(); // absent: no effect
+    index.delete(&group("g"), DocKind::Fact, id(1)).unwrap();
+    index.delete(&group("g"), DocKind::Entity, id(2)).unwrap(); // other kind: no effect
+    index.delete(&group("g"), DocKind::Fact, id(99)).unwrap(); // absent: no effect
     index.commit(&cp(2)).unwrap();
     assert_eq!(text(&index, "g", "fact"), [id(2)]);
     assert_eq!(ids(&near(&index, "g", v)), [id(2)]);
@@ -319,7 +325,7 @@ fn reopen_restores_documents_vectors_and_checkpoint() {
             ])
             .unwrap();
         index.commit(&cp(7)).unwrap();
-        index.delete(DocKind::Episode, id(3)).unwrap();
+        index.delete(&group("g"), DocKind::Episode, id(3)).unwrap();
         index.commit(&cp(8)).unwrap();
     }
     let index = open(dir.path());
@@ -362,7 +368,7 @@ fn crash_before_commit_reopens_at_the_previous_commit() {
                 doc(DocKind::Fact, 2, "g", "uncommitted text", Some(v2)),
             ])
             .unwrap();
-        index.delete(DocKind::Fact, id(1)).unwrap();
+        index.delete(&group("g"), DocKind::Fact, id(1)).unwrap();
         drop(index);
     }
     let index = open(dir.path());
@@ -913,10 +919,10 @@ fn history_matches_a_single_insert() {
         commit(&lived);
     }
     for d in &doomed {
-        lived.delete(d.kind, d.uuid).unwrap();
+        lived.delete(&d.group_id, d.kind, d.uuid).unwrap();
     }
     for d in even.iter().step_by(3) {
-        lived.delete(d.kind, d.uuid).unwrap();
+        lived.delete(&d.group_id, d.kind, d.uuid).unwrap();
     }
     commit(&lived);
     // The rest of the final versions, in another order, over two commits.

@@ -194,8 +194,8 @@ impl TextIndex {
     }
 
     /// The term that names one document, for replacement and deletion.
-    pub(crate) fn key_term(&self, kind: DocKind, uuid: Uuid) -> Term {
-        Term::from_field_bytes(self.fields.key, &key_bytes(kind, uuid))
+    pub(crate) fn key_term(&self, kind: DocKind, group: &GroupId, uuid: Uuid) -> Term {
+        Term::from_field_bytes(self.fields.key, &key_bytes(kind, group, uuid))
     }
 
     /// The tantivy document for `doc`, with its unit vector if any.
@@ -203,7 +203,7 @@ impl TextIndex {
         let f = &self.fields;
         let (hi, lo) = split(doc.uuid);
         let mut out = TantivyDocument::default();
-        out.add_bytes(f.key, &key_bytes(doc.kind, doc.uuid));
+        out.add_bytes(f.key, &key_bytes(doc.kind, &doc.group_id, doc.uuid));
         out.add_u64(f.kind, u64::from(doc.kind.code()));
         out.add_u64(f.id_hi, hi);
         out.add_u64(f.id_lo, lo);
@@ -343,10 +343,13 @@ fn scope(kind: DocKind, group: &GroupId) -> String {
     format!("{}:{}", kind.code(), group.as_str())
 }
 
-fn key_bytes(kind: DocKind, uuid: Uuid) -> [u8; 17] {
-    let mut key = [0u8; 17];
-    key[0] = kind.code();
-    key[1..].copy_from_slice(uuid.as_bytes());
+/// A document's key: kind, uuid, then its group, because ids are scoped to
+/// a tenant (two groups may hold the same uuid as different documents).
+fn key_bytes(kind: DocKind, group: &GroupId, uuid: Uuid) -> Vec<u8> {
+    let mut key = Vec::with_capacity(17 + group.as_str().len());
+    key.push(kind.code());
+    key.extend_from_slice(uuid.as_bytes());
+    key.extend_from_slice(group.as_str().as_bytes());
     key
 }
 
@@ -355,7 +358,10 @@ fn parse_key(key: &[u8]) -> Result<(DocKind, Uuid), IndexError> {
         .split_first()
         .ok_or(IndexError::Corrupt("empty document key"))?;
     let kind = DocKind::from_code(u64::from(*code)).ok_or(IndexError::Corrupt("unknown kind"))?;
-    let uuid = Uuid::from_slice(uuid).map_err(|_| IndexError::Corrupt("malformed uuid in key"))?;
+    let uuid = uuid
+        .get(..16)
+        .and_then(|b| Uuid::from_slice(b).ok())
+        .ok_or(IndexError::Corrupt("malformed uuid in key"))?;
     Ok((kind, uuid))
 }
 

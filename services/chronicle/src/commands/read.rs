@@ -420,10 +420,13 @@ struct StatusJson {
 }
 
 /// Ids of the commands decided on the graph-events log (of one group, or all).
-async fn decided_ids(node: &Node, group: Option<&GroupId>) -> anyhow::Result<HashSet<Uuid>> {
+async fn decided_ids(
+    node: &Node,
+    group: Option<&GroupId>,
+) -> anyhow::Result<HashSet<(GroupId, Uuid)>> {
     let mut out = HashSet::new();
     for_each_decision(node, group, |batch| {
-        out.insert(batch.command_uuid);
+        out.insert((batch.group_id.clone(), batch.command_uuid));
     })
     .await?;
     Ok(out)
@@ -436,7 +439,7 @@ async fn undecided(
     partition: u32,
     from: u64,
     group: Option<&GroupId>,
-    decided: &HashSet<Uuid>,
+    decided: &HashSet<(GroupId, Uuid)>,
 ) -> anyhow::Result<u64> {
     let mut count = 0;
     chronicle_log::scan(
@@ -450,7 +453,7 @@ async fn undecided(
             }
             // An undecodable record is dead-lettered, not pending.
             if let Ok(c) = node.commands.decode(&r.payload)
-                && !decided.contains(&c.uuid())
+                && !decided.contains(&(c.group_id().clone(), c.uuid()))
             {
                 count += 1;
             }

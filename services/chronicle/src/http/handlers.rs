@@ -75,21 +75,6 @@ impl From<&Receipt> for Accepted {
 }
 
 async fn submit(state: &AppState, s: Submissions) -> Result<Response, ApiError> {
-    for (i, ep) in s.episodes.iter().enumerate() {
-        if state.node.status.taken_by_other(ep.uuid, &ep.group_id) {
-            return Err(ApiError {
-                status: StatusCode::CONFLICT,
-                error: "this uuid is already used by another command; choose a fresh one \
-                        (or omit uuid to derive one from the content)"
-                    .into(),
-                field: Some(if s.batch {
-                    format!("{}[{i}].uuid", s.list)
-                } else {
-                    "uuid".into()
-                }),
-            });
-        }
-    }
     let commands: Vec<Command> = s.episodes.into_iter().map(Command::AddEpisode).collect();
     let receipts = state
         .gateway

@@ -205,12 +205,6 @@ fn operation(route: &Route) -> Value {
                 error_response("Nothing with this id (or name) in this group."),
             );
         }
-        if op.body.is_some() && route.access == Some(Access::Write) {
-            responses.insert(
-                "409".into(),
-                error_response("A caller-chosen uuid is already used by another command."),
-            );
-        }
         if op.body.is_some() {
             responses.insert(
                 "413".into(),

@@ -197,7 +197,7 @@ impl ServerHandler for McpServer {
 
 /// An API error as an MCP (JSON-RPC) error: the message names the field,
 /// `data` carries the HTTP-equivalent status and the field. Codes:
-/// invalid params (-32602) for 400/409/413, [`UNAUTHORIZED`] for 401,
+/// invalid params (-32602) for 400/413, [`UNAUTHORIZED`] for 401,
 /// [`FORBIDDEN`] for 403, resource not found (-32002) for 404, internal
 /// error (-32603) for 5xx (whose message never echoes internals; the cause
 /// is in the server log).

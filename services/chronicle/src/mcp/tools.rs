@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use axum::http::StatusCode;
 use chronicle_engine::search::SearchFilters;
 use chronicle_model::{Attributes, Command, Fact, GroupId, LogPosition, Timestamp};
 use rmcp::handler::server::tool::schema_for_type;
@@ -319,15 +318,6 @@ struct CommandView {
 /// error, never a success.
 async fn accept(ctx: &Ctx<'_>, group: &GroupId, command: Command) -> Result<Value, ApiError> {
     let uuid = command.uuid();
-    if ctx.node.status.taken_by_other(uuid, group) {
-        return Err(ApiError {
-            status: StatusCode::CONFLICT,
-            error: "this uuid is already used by another command; choose a fresh one \
-                    (or omit uuid to derive one from the content)"
-                .into(),
-            field: Some("uuid".into()),
-        });
-    }
     let receipts = ctx
         .gateway
         .submit(vec![command])
@@ -985,7 +975,11 @@ mod tests {
         ];
         for (r, field) in cases {
             let e = r.expect_err(field);
-            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{field}: {e:?}");
+            assert_eq!(
+                e.status,
+                axum::http::StatusCode::BAD_REQUEST,
+                "{field}: {e:?}"
+            );
             assert_eq!(e.field.as_deref(), Some(field), "{e:?}");
         }
         let center = decode_args::<SearchNodes>(obj(

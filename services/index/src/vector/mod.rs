@@ -32,14 +32,11 @@ pub(crate) enum VectorOp {
     Delete {
         kind: DocKind,
         uuid: Uuid,
+        group: GroupId,
     },
     /// Everything before it is gone.
     Clear,
 }
-
-/// Writer-side map of where each document's vector lives: deletes name only
-/// (kind, uuid), and an upsert may move a document to another group.
-pub(crate) type Locator = HashMap<(DocKind, Uuid), GroupId>;
 
 type Shared = Arc<RwLock<VectorSet>>;
 
@@ -83,14 +80,10 @@ impl VectorStore {
         self.builder.wait_idle();
     }
 
-    /// Applies staged ops, keeping `locator` in step. Sets that grow large
-    /// enough get their graph from the builder thread, later.
-    pub(crate) fn apply(
-        &self,
-        locator: &mut Locator,
-        ops: Vec<VectorOp>,
-    ) -> Result<(), IndexError> {
-        let (cleared, per_set) = route(locator, ops);
+    /// Applies staged ops. Sets that grow large enough get their graph from
+    /// the builder thread, later.
+    pub(crate) fn apply(&self, ops: Vec<VectorOp>) -> Result<(), IndexError> {
+        let (cleared, per_set) = route(ops);
         let mut wanting = Vec::new();
         if cleared {
             let mut fresh: HashMap<GroupId, HashMap<DocKind, Shared>> = HashMap::new();
@@ -220,10 +213,7 @@ impl VectorStore {
 
 /// Resolves ops into per-set changes in order; returns whether a `Clear`
 /// came first (then the changes rebuild from nothing).
-fn route(
-    locator: &mut Locator,
-    ops: Vec<VectorOp>,
-) -> (bool, HashMap<(GroupId, DocKind), Vec<SetOp>>) {
+fn route(ops: Vec<VectorOp>) -> (bool, HashMap<(GroupId, DocKind), Vec<SetOp>>) {
     let mut cleared = false;
     let mut per_set: HashMap<(GroupId, DocKind), Vec<SetOp>> = HashMap::new();
     for op in ops {
@@ -231,7 +221,6 @@ fn route(
             VectorOp::Clear => {
                 cleared = true;
                 per_set.clear();
-                locator.clear();
             }
             VectorOp::Put {
                 kind,
@@ -239,34 +228,17 @@ fn route(
                 group,
                 vector,
             } => {
-                if let Some(old) = locator.get(&(kind, uuid))
-                    && (vector.is_none() || *old != group)
-                {
-                    per_set
-                        .entry((old.clone(), kind))
-                        .or_default()
-                        .push(SetOp::Remove(uuid));
-                }
-                match vector {
-                    Some(vector) => {
-                        per_set
-                            .entry((group.clone(), kind))
-                            .or_default()
-                            .push(SetOp::Put(uuid, vector));
-                        locator.insert((kind, uuid), group);
-                    }
-                    None => {
-                        locator.remove(&(kind, uuid));
-                    }
-                }
+                let change = match vector {
+                    Some(vector) => SetOp::Put(uuid, vector),
+                    None => SetOp::Remove(uuid),
+                };
+                per_set.entry((group, kind)).or_default().push(change);
             }
-            VectorOp::Delete { kind, uuid } => {
-                if let Some(group) = locator.remove(&(kind, uuid)) {
-                    per_set
-                        .entry((group, kind))
-                        .or_default()
-                        .push(SetOp::Remove(uuid));
-                }
+            VectorOp::Delete { kind, uuid, group } => {
+                per_set
+                    .entry((group, kind))
+                    .or_default()
+                    .push(SetOp::Remove(uuid));
             }
         }
     }
