@@ -205,6 +205,15 @@ pub enum Command {
         /// /readyz fails while the projector is more than this many records behind the log.
         #[arg(long, default_value_t = crate::http::DEFAULT_READY_MAX_LAG)]
         ready_max_lag: u64,
+        /// Connections open at once; more are closed as soon as they are accepted.
+        #[arg(long, default_value_t = crate::http::listen::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
+        /// Milliseconds a client has to send a request head (also while a connection idles).
+        #[arg(long, default_value_t = crate::http::listen::DEFAULT_HEADER_TIMEOUT.as_millis() as u64)]
+        header_timeout_ms: u64,
+        /// Milliseconds a client has to send a whole request body (slower ones get 408).
+        #[arg(long, default_value_t = crate::http::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
+        body_timeout_ms: u64,
     },
     /// Distributed mode: decide the episodes of the partitions this member is assigned (run several).
     Processor {

@@ -227,12 +227,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             auth,
             max_body_bytes,
             ready_max_lag,
+            max_connections,
+            header_timeout_ms,
+            body_timeout_ms,
         } => {
             let args = crate::http::ServeArgs {
                 listen,
                 auth,
                 max_body_bytes,
                 ready_max_lag,
+                connections: crate::http::listen::ConnectionLimits {
+                    max_connections,
+                    header_timeout: std::time::Duration::from_millis(header_timeout_ms),
+                },
+                body_timeout: std::time::Duration::from_millis(body_timeout_ms),
             };
             crate::http::serve(settings, args).await?;
             Ok(ExitCode::SUCCESS)

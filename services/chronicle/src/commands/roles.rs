@@ -64,11 +64,12 @@ async fn serve(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}; pick another --listen"))?;
-    Ok(tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(until(shutdown))
-            .await
-    }))
+    Ok(tokio::spawn(api::listen::serve(
+        listener,
+        app,
+        api::listen::ConnectionLimits::default(),
+        until(shutdown),
+    )))
 }
 
 fn options(
@@ -129,11 +130,12 @@ pub async fn projector(
                 )
             });
             let stop = shutdown.clone();
-            let http = tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(until(stop))
-                    .await
-            });
+            let http = tokio::spawn(api::listen::serve(
+                listener,
+                app,
+                api::listen::ConnectionLimits::default(),
+                until(stop),
+            ));
             // Announce what this projector owns: on every change, and every few seconds.
             let (node2, mut stop) = (node.clone(), shutdown.clone());
             tokio::spawn(async move {

@@ -6,13 +6,21 @@
 //! secret = "a long random string"
 //! groups = ["acme", "acme-*"]  # exact ids, or prefixes ending in `*`
 //! access = "write"             # "read" or "write" (write includes read)
+//! requests_per_second = 50     # optional: a sustained rate (429 above it)
+//! burst = 100                  # optional: requests allowed at once (default: the rate)
 //! ```
 //!
 //! Secrets are kept only as SHA-256 digests; a presented token is hashed
 //! and looked up, so no comparison leaks how much of a secret matched.
 
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use chronicle_model::GroupId;
 use serde::Deserialize;
@@ -78,6 +86,10 @@ struct TokenEntry {
     secret: String,
     groups: Vec<String>,
     access: Access,
+    #[serde(default)]
+    requests_per_second: Option<NonZeroU32>,
+    #[serde(default)]
+    burst: Option<NonZeroU32>,
 }
 
 /// Which groups a token covers.
@@ -128,6 +140,21 @@ pub struct Grant {
     pub groups: Vec<GroupPattern>,
     /// Read or read-write.
     pub access: Access,
+    /// The token's request budget (shared by every request carrying it, on
+    /// HTTP and MCP alike), if the file sets one.
+    pub limiter: Option<Arc<DefaultDirectRateLimiter>>,
+}
+
+impl Grant {
+    /// Takes one request from the token's budget, or says how long to wait.
+    pub fn admit(&self) -> Result<(), Duration> {
+        match &self.limiter {
+            None => Ok(()),
+            Some(limiter) => limiter
+                .check()
+                .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now())),
+        }
+    }
 }
 
 /// Why a request was refused.
@@ -192,10 +219,20 @@ impl Auth {
                 .map(|g| GroupPattern::parse(g))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(bad)?;
+            let limiter = match (t.requests_per_second, t.burst) {
+                (Some(rate), burst) => Some(Arc::new(RateLimiter::direct(
+                    Quota::per_second(rate).allow_burst(burst.unwrap_or(rate)),
+                ))),
+                (None, Some(_)) => {
+                    return Err(bad("burst needs requests_per_second".into()));
+                }
+                (None, None) => None,
+            };
             let grant = Grant {
                 name: name.clone(),
                 groups,
                 access: t.access,
+                limiter,
             };
             if by_digest.insert(digest(&t.secret), grant).is_some() {
                 return Err(bad("the same secret appears twice".into()));
@@ -323,6 +360,15 @@ mod tests {
                  [[tokens]]\nsecret='0123456789abcdefgh'\ngroups=['b']\naccess='read'",
                 "appears twice",
             ),
+            (
+                "[[tokens]]\nsecret='0123456789abcdefgh'\ngroups=['a']\naccess='read'\nburst=3",
+                "burst needs requests_per_second",
+            ),
+            (
+                "[[tokens]]\nsecret='0123456789abcdefgh'\ngroups=['a']\naccess='read'\n\
+                 requests_per_second=0",
+                "not a tokens file",
+            ),
         ];
         for (text, expected) in cases {
             let e = Auth::parse(text).unwrap_err().to_string();
@@ -333,5 +379,28 @@ mod tests {
                 .unwrap();
         let grant = all.grant(Some("Bearer 0123456789abcdefgh")).unwrap();
         assert_eq!(Auth::check(grant, &g("anything"), Access::Read), Ok(()));
+    }
+
+    #[test]
+    fn a_token_over_its_rate_is_told_when_to_come_back() {
+        let auth = Auth::parse(
+            "[[tokens]]\nsecret='0123456789abcdefgh'\ngroups=['a']\naccess='read'\n\
+             requests_per_second=1\nburst=2\n\
+             [[tokens]]\nsecret='unlimited-0123456789'\ngroups=['a']\naccess='read'",
+        )
+        .unwrap();
+        let limited = auth.grant(Some("Bearer 0123456789abcdefgh")).unwrap();
+        assert_eq!(limited.admit(), Ok(()));
+        assert_eq!(limited.admit(), Ok(()));
+        let wait = limited.admit().unwrap_err();
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
+        // The budget is the token's, whichever request presents it.
+        let again = auth.grant(Some("Bearer 0123456789abcdefgh")).unwrap();
+        assert!(again.admit().is_err());
+        let free = auth.grant(Some("Bearer unlimited-0123456789")).unwrap();
+        assert!((0..1000).all(|_| free.admit().is_ok()));
     }
 }

@@ -90,6 +90,23 @@ impl ApiError {
     }
 }
 
+/// 429: the token spent its request budget; `Retry-After` says when to
+/// come back (whole seconds, at least one).
+pub fn rate_limited(wait: std::time::Duration) -> Response {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        format!("this token's request rate is exceeded; retry in {seconds} s"),
+    )
+    .into_response();
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_str(&seconds.to_string()).expect("digits are a header value"),
+    );
+    response
+}
+
 impl From<InputError> for ApiError {
     fn from(e: InputError) -> Self {
         ApiError::bad_request(e.field, e.message)

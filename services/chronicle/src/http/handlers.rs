@@ -26,31 +26,61 @@ use crate::node::Node;
 use crate::query::{Query, QueryError, ResultItem};
 use crate::status::CommandStatus;
 
-/// A request body read under the configured size limit; a body over the
-/// limit is a 413 naming `body`.
+/// A JSON request body, read under the configured size limit (413 naming
+/// `body`) and deadline (408); a non-empty body must say it is JSON (415),
+/// so a cross-site `text/plain` form cannot pass for one.
 pub struct Body(pub Bytes);
 
-impl<S: Send + Sync> FromRequest<S> for Body {
+impl FromRequest<AppState> for Body {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        Bytes::from_request(req, state)
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let says_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(is_json);
+        let deadline = state.options.body_timeout;
+        let read = tokio::time::timeout(deadline, Bytes::from_request(req, state))
             .await
-            .map(Body)
-            .map_err(|e: BytesRejection| {
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError {
-                        status: StatusCode::PAYLOAD_TOO_LARGE,
-                        error: "body is larger than this server accepts (--max-body-bytes); \
-                                split the batch"
-                            .into(),
-                        field: Some("body".into()),
-                    }
-                } else {
-                    ApiError::bad_request("body", format!("could not read the body: {e}"))
+            .map_err(|_| ApiError {
+                status: StatusCode::REQUEST_TIMEOUT,
+                error: format!(
+                    "the body did not arrive within {} ms; send it at once",
+                    deadline.as_millis()
+                ),
+                field: Some("body".into()),
+            })?;
+        let bytes = read.map_err(|e: BytesRejection| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    error: "body is larger than this server accepts (--max-body-bytes); \
+                            split the batch"
+                        .into(),
+                    field: Some("body".into()),
                 }
-            })
+            } else {
+                ApiError::bad_request("body", format!("could not read the body: {e}"))
+            }
+        })?;
+        if !bytes.is_empty() && !says_json {
+            return Err(ApiError {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                error: "send the body with `Content-Type: application/json`".into(),
+                field: Some("content-type".into()),
+            });
+        }
+        Ok(Body(bytes))
     }
+}
+
+/// `application/json`, with or without parameters such as a charset.
+fn is_json(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// Where an accepted command sits, as the API reports it.

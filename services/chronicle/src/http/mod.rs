@@ -10,6 +10,10 @@
 //! * Bodies are read under a size limit and decoded by [`decode`]; every
 //!   client mistake is a 4xx `{"error", "field"}`, and a batch is accepted
 //!   whole or not at all.
+//! * Without tokens, a request whose `Host` or `Origin` is not loopback is
+//!   a 403 ([`origin`]); JSON bodies need `Content-Type: application/json`
+//!   (415) and arrive within `body_timeout` (408); connections are bounded
+//!   in number and in how long a request head may take ([`listen`]).
 //! * Every response is counted in `chronicle_http_requests_total` by method
 //!   and route template (never the raw path, which holds group ids) and
 //!   status.
@@ -19,7 +23,9 @@ pub mod decode;
 pub mod error;
 pub mod graph;
 pub mod handlers;
+pub mod listen;
 pub mod openapi;
+mod origin;
 pub mod proxy;
 
 use std::future::Future;
@@ -71,7 +77,14 @@ pub struct HttpOptions {
     /// (true where the processor runs in-process, as under `serve`; a
     /// gateway or query process of a distributed deployment sets false).
     pub processor_in_process: bool,
+    /// Open connections and request-head deadline.
+    pub connections: listen::ConnectionLimits,
+    /// Time a client has to send a whole request body.
+    pub body_timeout: Duration,
 }
+
+/// Default body read deadline (`--body-timeout-ms`).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -80,6 +93,8 @@ impl Default for HttpOptions {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             ready_max_lag: DEFAULT_READY_MAX_LAG,
             processor_in_process: true,
+            connections: listen::ConnectionLimits::default(),
+            body_timeout: DEFAULT_BODY_TIMEOUT,
         }
     }
 }
@@ -486,7 +501,12 @@ async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Resp
                 .get(header::AUTHORIZATION)
                 .map(|v| v.to_str().unwrap_or(""));
             match auth.grant(header) {
-                Ok(g) => Some(g),
+                Ok(g) => {
+                    if let Err(wait) = g.admit() {
+                        return error::rate_limited(wait);
+                    }
+                    Some(g)
+                }
                 Err(e) => return ApiError::unauthorized(e.to_string()).into_response(),
             }
         }
@@ -602,11 +622,16 @@ pub fn router(node: Arc<Node>, options: HttpOptions) -> Router {
     if options.processor_in_process {
         app = app.merge(crate::mcp::http::routes(state.node.clone(), &options));
     }
-    app.fallback(not_found)
+    let app = app
+        .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(options.max_body_bytes))
-        .layer(from_fn(track))
-        .with_state(state)
+        .layer(DefaultBodyLimit::max(options.max_body_bytes));
+    let app = if options.auth.is_none() {
+        app.layer(from_fn(origin::loopback_only))
+    } else {
+        app
+    };
+    app.layer(from_fn(track)).with_state(state)
 }
 
 /// Health and metrics only (`GET /healthz`, `GET /metrics`), for role
@@ -630,11 +655,12 @@ pub async fn serve_ops(
         .await
         .with_context(|| format!("cannot listen on {listen} for metrics; pick another address"))?;
     let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        axum::serve(listener, ops_router())
-            .with_graceful_shutdown(shutdown)
-            .await
-    });
+    let task = tokio::spawn(listen::serve(
+        listener,
+        ops_router(),
+        listen::ConnectionLimits::default(),
+        shutdown,
+    ));
     Ok((addr, task))
 }
 
@@ -668,16 +694,13 @@ impl Server {
         let addr = listener.local_addr()?;
         let running = runtime::start(&node, ProcessorOptions::default());
         let readiness = (options.ready_max_lag, options.processor_in_process);
+        let limits = options.connections;
         let app = router(node.clone(), options);
         let (shutdown, rx) = watch::channel(false);
         let mut stop = rx.clone();
-        let http = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|v| *v).await;
-                })
-                .await
-        });
+        let http = tokio::spawn(listen::serve(listener, app, limits, async move {
+            let _ = stop.wait_for(|v| *v).await;
+        }));
         let probe = node.clone();
         let mut stop = rx;
         tokio::spawn(async move {
@@ -766,6 +789,10 @@ pub struct ServeArgs {
     pub max_body_bytes: usize,
     /// Readiness lag bound.
     pub ready_max_lag: u64,
+    /// Connection limits.
+    pub connections: listen::ConnectionLimits,
+    /// Body read deadline.
+    pub body_timeout: Duration,
 }
 
 /// Refuses to serve without tokens anywhere but loopback.
@@ -791,6 +818,8 @@ pub async fn serve(settings: Settings, args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         ready_max_lag: args.ready_max_lag,
         processor_in_process: true,
+        connections: args.connections,
+        body_timeout: args.body_timeout,
     };
     let authenticated = options.auth.is_some();
     let node = Node::open(settings).await?;

@@ -197,7 +197,17 @@ fn operation(route: &Route) -> Value {
         );
         responses.insert(
             "403".into(),
-            error_response("The token does not cover this group, or only reads it."),
+            error_response(
+                "The token does not cover this group, or only reads it; without --auth, a \
+                 Host or Origin that is not loopback.",
+            ),
+        );
+        responses.insert(
+            "429".into(),
+            error_response(
+                "The token's request rate (requests_per_second in the tokens file) is spent; \
+                 Retry-After says when to come back.",
+            ),
         );
         if route.path.contains("{uuid}") || route.path.contains("{name}") || op.id == "listFacts" {
             responses.insert(
@@ -209,6 +219,14 @@ fn operation(route: &Route) -> Value {
             responses.insert(
                 "413".into(),
                 error_response("Body over --max-body-bytes, or a batch over 1000 items."),
+            );
+            responses.insert(
+                "408".into(),
+                error_response("The body did not arrive within --body-timeout-ms."),
+            );
+            responses.insert(
+                "415".into(),
+                error_response("A body without `Content-Type: application/json`."),
             );
         }
         responses.insert(

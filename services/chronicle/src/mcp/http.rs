@@ -76,7 +76,12 @@ pub async fn authenticate(
                 .get(header::AUTHORIZATION)
                 .map(|v| v.to_str().unwrap_or(""));
             match auth.grant(value) {
-                Ok(grant) => Caller::Token(grant.clone()),
+                Ok(grant) => {
+                    if let Err(wait) = grant.admit() {
+                        return crate::http::error::rate_limited(wait);
+                    }
+                    Caller::Token(grant.clone())
+                }
                 Err(denied) => return ApiError::unauthorized(denied.to_string()).into_response(),
             }
         }

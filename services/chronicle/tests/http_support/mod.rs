@@ -45,15 +45,20 @@ impl Reply {
 
 /// Starts a server; `auth` is a tokens file's text.
 pub async fn start(auth: Option<&str>, max_body_bytes: Option<usize>) -> TestServer {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let settings = Settings::embedded(dir.path(), ExtractorKind::Offline, EmbedderKind::Hash);
-    let node = Node::open(settings).await.expect("node");
     let defaults = HttpOptions::default();
-    let options = HttpOptions {
+    start_with(HttpOptions {
         auth: auth.map(|a| Auth::parse(a).expect("tokens")),
         max_body_bytes: max_body_bytes.unwrap_or(defaults.max_body_bytes),
         ..defaults
-    };
+    })
+    .await
+}
+
+/// Starts a server with these options.
+pub async fn start_with(options: HttpOptions) -> TestServer {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settings = Settings::embedded(dir.path(), ExtractorKind::Offline, EmbedderKind::Hash);
+    let node = Node::open(settings).await.expect("node");
     let server = Server::start(node, options, "127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("server");
