@@ -7,8 +7,8 @@ use std::sync::Arc;
 use chronicle_log::NewRecord;
 use chronicle_metrics::METRICS;
 use chronicle_model::{
-    Attributes, Command, EpisodeType, FactTriple, GroupId, IdKind, LogPosition, NewEpisode,
-    Timestamp, derive_named_id,
+    Attributes, Command, ContentError, EpisodeType, FactTriple, GroupId, IdKind, LogPosition,
+    NewEpisode, Timestamp, derive_named_id,
 };
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -142,8 +142,15 @@ impl EpisodeInput {
         };
         match source {
             EpisodeType::FactTriple => {
-                FactTriple::parse(&content)
-                    .map_err(|e| InputError::new("content", e.to_string()))?;
+                let triple: FactTriple = serde_json::from_str(&content).map_err(|e| {
+                    InputError::new(
+                        "content",
+                        ContentError::BadTriple(e.to_string()).to_string(),
+                    )
+                })?;
+                triple
+                    .validate()
+                    .map_err(|e| InputError::new(format!("content.{}", e.field), e.message))?;
             }
             EpisodeType::Json => {
                 serde_json::from_str::<serde_json::Value>(&content).map_err(|e| {

@@ -127,20 +127,85 @@ pub struct FactTriple {
     pub invalid_at: Option<Timestamp>,
 }
 
+/// Longest entity name, relation or label a triple may carry, in characters.
+pub const MAX_TRIPLE_NAME_CHARS: usize = 512;
+/// Longest fact sentence a triple may carry, in characters.
+pub const MAX_TRIPLE_FACT_CHARS: usize = 4096;
+
+/// What is wrong with a triple, naming the field (`source`, `invalid_at`,
+/// `target_labels[2]`, ...).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct TripleError {
+    /// The offending field of the triple.
+    pub field: String,
+    /// What to fix.
+    pub message: String,
+}
+
 impl FactTriple {
-    /// Parses the content of a `fact_triple` episode.
+    /// Parses and validates the content of a `fact_triple` episode.
     pub fn parse(content: &str) -> Result<Self, ContentError> {
         let triple: FactTriple =
             serde_json::from_str(content).map_err(|e| ContentError::BadTriple(e.to_string()))?;
-        if triple.source.trim().is_empty() || triple.target.trim().is_empty() {
-            return Err(ContentError::BadTriple(
-                "source and target must not be empty".into(),
+        triple
+            .validate()
+            .map_err(|e| ContentError::BadTriple(e.to_string()))?;
+        Ok(triple)
+    }
+
+    /// The one check of a triple, whichever way it arrives (`/triplets`,
+    /// a `fact_triple` episode, MCP, the CLI): names present and bounded, a
+    /// given sentence not blank, and a window that ends after it starts (an
+    /// empty or inverted window is refused, never stored as open-ended).
+    pub fn validate(&self) -> Result<(), TripleError> {
+        let bad = |field: &str, message: String| TripleError {
+            field: field.to_owned(),
+            message,
+        };
+        let name = |field: &str, value: &str| {
+            if value.trim().is_empty() {
+                Err(bad(field, "must not be empty".into()))
+            } else if value.chars().count() > MAX_TRIPLE_NAME_CHARS {
+                Err(bad(
+                    field,
+                    format!("longer than {MAX_TRIPLE_NAME_CHARS} characters"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        name("source", &self.source)?;
+        name("relation", &self.relation)?;
+        name("target", &self.target)?;
+        for (field, labels) in [
+            ("source_labels", &self.source_labels),
+            ("target_labels", &self.target_labels),
+        ] {
+            for (i, label) in labels.iter().enumerate() {
+                name(&format!("{field}[{i}]"), label)?;
+            }
+        }
+        if let Some(fact) = &self.fact {
+            if fact.trim().is_empty() {
+                return Err(bad("fact", "must not be empty when given".into()));
+            }
+            if fact.chars().count() > MAX_TRIPLE_FACT_CHARS {
+                return Err(bad(
+                    "fact",
+                    format!("longer than {MAX_TRIPLE_FACT_CHARS} characters"),
+                ));
+            }
+        }
+        if let (Some(valid), Some(invalid)) = (self.valid_at, self.invalid_at)
+            && invalid <= valid
+        {
+            return Err(bad(
+                "invalid_at",
+                "must be after valid_at (a fact true for no time is no fact)".into(),
             ));
         }
-        if triple.relation.trim().is_empty() {
-            return Err(ContentError::BadTriple("relation must not be empty".into()));
-        }
-        Ok(triple)
+        Ok(())
     }
 
     /// The fact sentence, written from the triple when none was given.
@@ -168,6 +233,32 @@ mod tests {
         assert_eq!(t.sentence(), "Alice lives in Beijing");
         assert!(FactTriple::parse(r#"{"source":"Alice"}"#).is_err());
         assert!(FactTriple::parse(r#"{"source":"","relation":"R","target":"B"}"#).is_err());
+        let field = |json: &str| {
+            let t: FactTriple = serde_json::from_str(json).unwrap();
+            t.validate().err().map(|e| e.field)
+        };
+        let long = "x".repeat(MAX_TRIPLE_NAME_CHARS + 1);
+        assert_eq!(
+            field(&format!(
+                r#"{{"source":"{long}","relation":"R","target":"B"}}"#
+            )),
+            Some("source".into())
+        );
+        assert_eq!(
+            field(r#"{"source":"A","relation":"R","target":"B","fact":""}"#),
+            Some("fact".into())
+        );
+        for (valid, invalid, wrong) in [
+            ("2024-01-02T00:00:00Z", "2024-01-01T00:00:00Z", true),
+            ("2024-01-01T00:00:00Z", "2024-01-01T00:00:00Z", true),
+            ("2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z", false),
+        ] {
+            let json = format!(
+                r#"{{"source":"A","relation":"R","target":"B","valid_at":"{valid}","invalid_at":"{invalid}"}}"#
+            );
+            assert_eq!(field(&json), wrong.then(|| "invalid_at".into()), "{json}");
+            assert_eq!(FactTriple::parse(&json).is_err(), wrong);
+        }
         assert!(FactTriple::parse("not json").is_err());
     }
 

@@ -17,7 +17,10 @@ mod time;
 pub use command::Command;
 pub use community::{Community, Saga};
 pub use entity::{ENTITY_LABEL, Entity, normalize_name};
-pub use episode::{Episode, EpisodeType, FactTriple, NewEpisode};
+pub use episode::{
+    Episode, EpisodeType, FactTriple, MAX_TRIPLE_FACT_CHARS, MAX_TRIPLE_NAME_CHARS, NewEpisode,
+    TripleError,
+};
 pub use error::{ContentError, GroupIdError, TimestampError};
 pub use event::{DecisionStats, EventBatch, EventKind, GraphEvent, LogPosition};
 pub use fact::{Fact, Invalidation};

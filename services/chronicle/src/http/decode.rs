@@ -264,25 +264,6 @@ fn name_field(field: &str, value: &str) -> Result<(), ApiError> {
 impl TripletInput {
     /// Validates the triple into a `fact_triple` episode.
     pub fn into_episode(self, group: &GroupId, now: Timestamp) -> Result<NewEpisode, ApiError> {
-        name_field("source", &self.source)?;
-        name_field("relation", &self.relation)?;
-        name_field("target", &self.target)?;
-        for (field, labels) in [
-            ("source_labels", &self.source_labels),
-            ("target_labels", &self.target_labels),
-        ] {
-            for (i, l) in labels.iter().enumerate() {
-                name_field(&format!("{field}[{i}]"), l)?;
-            }
-        }
-        if let Some(f) = &self.fact
-            && f.trim().is_empty()
-        {
-            return Err(ApiError::bad_request(
-                "fact",
-                "must not be empty when given",
-            ));
-        }
         let valid_at = self
             .valid_at
             .as_deref()
@@ -293,14 +274,6 @@ impl TripletInput {
             .as_deref()
             .map(|t| parse_time("invalid_at", t))
             .transpose()?;
-        if let (Some(v), Some(i)) = (valid_at, invalid_at)
-            && i <= v
-        {
-            return Err(ApiError::bad_request(
-                "invalid_at",
-                "must be after valid_at",
-            ));
-        }
         let name = self.name.unwrap_or_else(|| {
             format!("{} {} {}", self.source, self.relation, self.target)
                 .chars()
@@ -317,6 +290,9 @@ impl TripletInput {
             valid_at,
             invalid_at,
         };
+        triple
+            .validate()
+            .map_err(|e| ApiError::bad_request(e.field, e.message))?;
         let content = serde_json::to_string(&triple)
             .map_err(|e| ApiError::bad_request("body", format!("unencodable triple: {e}")))?;
         let input = EpisodeInput {
@@ -824,6 +800,27 @@ mod tests {
             (br#"{"content":"a","group_id":"other"}"#, 400, "group_id"),
             (br#"{"content":"a","uuid":"nope"}"#, 400, "uuid"),
             (br#"{"content":"a","metadata":[1]}"#, 400, "metadata"),
+            // A fact_triple episode gets the same checks as /triplets.
+            (
+                br#"{"source":"fact_triple","content":"{\"source\":\"A\",\"relation\":\"R\",\"target\":\"B\",\"valid_at\":\"2024-01-02T00:00:00Z\",\"invalid_at\":\"2024-01-01T00:00:00Z\"}"}"#,
+                400,
+                "content.invalid_at",
+            ),
+            (
+                br#"{"source":"fact_triple","content":"{\"source\":\"A\",\"relation\":\"R\",\"target\":\"B\",\"valid_at\":\"2024-01-01T00:00:00Z\",\"invalid_at\":\"2024-01-01T00:00:00Z\"}"}"#,
+                400,
+                "content.invalid_at",
+            ),
+            (
+                br#"{"source":"fact_triple","content":"{\"source\":\"A\",\"relation\":\"R\",\"target\":\"B\",\"fact\":\" \"}"}"#,
+                400,
+                "content.fact",
+            ),
+            (
+                br#"{"source":"fact_triple","content":"{\"source\":\"A\",\"relation\":\"R\",\"target\":\"B\",\"target_labels\":[\"\"]}"}"#,
+                400,
+                "content.target_labels[0]",
+            ),
             (br#"{"episodes":[]}"#, 400, "episodes"),
             (br#"{"episodes":{}}"#, 400, "episodes"),
             (
