@@ -9,18 +9,21 @@
 //! The steps, cheapest first:
 //! 1. context: the last N episodes with `valid_at <= reference_time` (or the
 //!    explicit `previous_episode_uuids`);
-//! 2. extraction: one call for entities and facts (none for `fact_triple`
-//!    and structured JSON episodes); exact duplicates inside the episode
-//!    collapse, keeping the more specific type;
+//! 2. extraction: one call per piece of at most `extraction_chunk_chars`
+//!    (none for `fact_triple` and structured JSON episodes), at most
+//!    `max_entities_per_episode` entities and `max_facts_per_episode` facts
+//!    kept, so one episode's cost is bounded; exact duplicates inside the
+//!    episode collapse, keeping the more specific type;
 //! 3. entity resolution funnel: exact normalized name → fuzzy (MinHash,
 //!    Jaccard ≥ 0.9, entropy guard) → embedding similarity → the model only
-//!    for what is still ambiguous;
+//!    for what is still ambiguous; the fuzzy and embedding tiers never merge
+//!    names that differ by a distinguishing token ("FC Barcelona B");
 //! 4. facts between resolved entities: unknown endpoints and self-loops
 //!    dropped, time expressions resolved against the reference time;
 //! 5. fact resolution: a restatement (same endpoints and relation,
 //!    overlapping windows) adds provenance without a model call; a
 //!    `cardinality: one` relation invalidates the previous fact of the same
-//!    source deterministically; other contradictions are asked of the model,
+//!    source deterministically (facts with the same start both stand); other contradictions are asked of the model,
 //!    and only accepted with a shared endpoint, the same relation and
 //!    overlapping windows (the guard against collateral invalidation);
 //! 6. summaries from the new facts only (concatenated while short);
@@ -33,7 +36,7 @@ use std::time::Instant;
 use chronicle_model::{
     Attributes, Command, ContentError, DecisionStats, ENTITY_LABEL, Entity, Episode, EpisodeType,
     EventBatch, EventKind, Fact, FactTriple, IdKind, LogPosition, NewEpisode, Timestamp, Window,
-    derive_id, derive_named_id, normalize_name,
+    derive_id, derive_named_id, normalize_name, normalize_relation,
 };
 use thiserror::Error;
 use uuid::Uuid;
@@ -69,6 +72,13 @@ pub struct DecideConfig {
     pub saga_summary_max_chars: usize,
     /// Community detection and maintenance.
     pub communities: CommunityConfig,
+    /// Longest piece of content one extraction call sees; longer content is
+    /// split at sentence or word boundaries and extracted piece by piece.
+    pub extraction_chunk_chars: usize,
+    /// Most entities one episode may contribute (the first ones are kept).
+    pub max_entities_per_episode: usize,
+    /// Most facts one episode may contribute (the first ones are kept).
+    pub max_facts_per_episode: usize,
 }
 
 impl Default for DecideConfig {
@@ -82,6 +92,9 @@ impl Default for DecideConfig {
             summary_max_chars: 500,
             saga_summary_max_chars: 1000,
             communities: CommunityConfig::default(),
+            extraction_chunk_chars: 8_000,
+            max_entities_per_episode: 200,
+            max_facts_per_episode: 400,
         }
     }
 }
@@ -470,6 +483,11 @@ impl Decider {
                     .await?
             }
         };
+        let mut extraction = extraction;
+        extraction
+            .entities
+            .truncate(self.config.max_entities_per_episode);
+        extraction.facts.truncate(self.config.max_facts_per_episode);
         stats.stage(stage::EXTRACT, micros_since(started));
         Ok(Prepared {
             extraction,
@@ -484,18 +502,28 @@ impl Decider {
         previous_episodes: Vec<ContextEpisode>,
         stats: &mut DecisionStats,
     ) -> Result<Extraction, DecideError> {
-        let request = ExtractionRequest {
-            name: ep.name.clone(),
-            content: ep.content.clone(),
-            source: ep.source,
-            source_description: ep.source_description.clone(),
-            reference_time: ep.reference_time,
-            previous_episodes,
-            ontology: self.ontology.clone(),
-        };
-        let x = self.extractor.extract(&request).await?;
-        self.count_call(stats, PromptKind::Extract);
-        Ok(x)
+        let mut out = Extraction::default();
+        for chunk in chunks(&ep.content, self.config.extraction_chunk_chars) {
+            let request = ExtractionRequest {
+                name: ep.name.clone(),
+                content: chunk.to_owned(),
+                source: ep.source,
+                source_description: ep.source_description.clone(),
+                reference_time: ep.reference_time,
+                previous_episodes: previous_episodes.clone(),
+                ontology: self.ontology.clone(),
+            };
+            let x = self.extractor.extract(&request).await?;
+            self.count_call(stats, PromptKind::Extract);
+            out.entities.extend(x.entities);
+            out.facts.extend(x.facts);
+            if out.facts.len() >= self.config.max_facts_per_episode
+                && out.entities.len() >= self.config.max_entities_per_episode
+            {
+                break; // later pieces could add nothing that is kept
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) fn count_call(&self, stats: &mut DecisionStats, kind: PromptKind) {
@@ -605,6 +633,7 @@ impl Decider {
             let type_name = self.ontology.entity_type_name(entities[i].entity_type_id);
             let scored = nearest_entities(
                 state,
+                &entities[i].name,
                 &name_vectors[&i],
                 type_name,
                 self.config.max_candidates,
@@ -921,17 +950,20 @@ impl Decider {
             .valid_at
             .as_deref()
             .and_then(|e| temporal::resolve(e, reference));
-        let mut invalid_at = x
+        let invalid_at = x
             .invalid_at
             .as_deref()
             .and_then(|e| temporal::resolve(e, reference));
         if valid_at.is_none() && invalid_at.is_none() {
             valid_at = Some(reference); // an ongoing fact holds from the reference time
         }
+        // An end before the start is no window at all: the fact is dropped
+        // rather than widened to "forever". A zero-length window is kept
+        // exactly (it holds at no instant, but the fact is still findable).
         if let (Some(v), Some(i)) = (valid_at, invalid_at)
-            && i <= v
+            && i < v
         {
-            invalid_at = None;
+            return None;
         }
         let sentence = if x.fact.trim().is_empty() {
             format!(
@@ -1194,11 +1226,15 @@ impl<'s> FactWork<'s> {
                     e.valid_at.unwrap_or(Timestamp::MIN),
                     fact.valid_at.unwrap_or(Timestamp::MIN),
                 );
-                if ev <= fv {
-                    self.end(e.uuid, fv, Some(fact.uuid));
-                } else {
+                match ev.cmp(&fv) {
+                    std::cmp::Ordering::Less => self.end(e.uuid, fv, Some(fact.uuid)),
                     // A late arrival: a newer contradicting fact exists, so this one is born ended.
-                    fact.invalid_at = Some(fact.invalid_at.map_or(ev, |i| i.min(ev)));
+                    std::cmp::Ordering::Greater => {
+                        fact.invalid_at = Some(fact.invalid_at.map_or(ev, |i| i.min(ev)))
+                    }
+                    // The same start says nothing about which replaced which:
+                    // both stand, whatever order they arrived in.
+                    std::cmp::Ordering::Equal => {}
                 }
             }
         }
@@ -1272,27 +1308,6 @@ fn types_compatible(a: &str, b: &str) -> bool {
     a == b || a == ENTITY_LABEL || b == ENTITY_LABEL
 }
 
-/// `lives in` / `livesIn` / `LIVES-IN` → `LIVES_IN`.
-pub fn normalize_relation(relation: &str) -> String {
-    let mut out = String::new();
-    let mut prev_lower = false;
-    for c in relation.trim().chars() {
-        if c.is_alphanumeric() {
-            if c.is_uppercase() && prev_lower {
-                out.push('_');
-            }
-            out.extend(c.to_uppercase());
-            prev_lower = c.is_lowercase();
-        } else {
-            if !out.ends_with('_') && !out.is_empty() {
-                out.push('_');
-            }
-            prev_lower = false;
-        }
-    }
-    out.trim_end_matches('_').to_owned()
-}
-
 /// Collapses exact duplicates (by normalized name) inside one episode,
 /// keeping the more specific type; drops empty names and excluded types.
 fn collapse_entities(entities: Vec<ExtractedEntity>, ontology: &Ontology) -> Vec<ExtractedEntity> {
@@ -1324,9 +1339,12 @@ fn collapse_entities(entities: Vec<ExtractedEntity>, ontology: &Ontology) -> Vec
     out
 }
 
-/// Existing entities of a compatible type by name-embedding cosine, best first.
+/// Existing entities of a compatible type by name-embedding cosine, best
+/// first; a name that differs by a distinguishing token ("FC Barcelona B")
+/// is never a candidate, however close its vector.
 fn nearest_entities(
     state: &GroupState,
+    name: &str,
     vector: &[f32],
     type_name: &str,
     k: usize,
@@ -1334,6 +1352,7 @@ fn nearest_entities(
     let mut scored: Vec<(Uuid, f32)> = state
         .entities()
         .filter(|e| types_compatible(e.entity_type(), type_name))
+        .filter(|e| !crate::fuzzy::differ_by_distinguishing_token(&e.name, name))
         .filter_map(|e| {
             let v = e.name_embedding.as_ref()?;
             (v.len() == vector.len()).then(|| {
@@ -1426,6 +1445,30 @@ fn triple_extraction(t: &FactTriple, ontology: &Ontology) -> Extraction {
     }
 }
 
+/// `content` in pieces of at most `max_chars` characters, each cut after the
+/// last sentence end (else line break, else space) inside its limit, so a
+/// long document is extracted in bounded calls without splitting words.
+fn chunks(content: &str, max_chars: usize) -> Vec<&str> {
+    let max_chars = max_chars.max(1);
+    let mut out = Vec::new();
+    let mut rest = content;
+    while !rest.is_empty() {
+        let Some((limit, _)) = rest.char_indices().nth(max_chars) else {
+            out.push(rest);
+            break;
+        };
+        let head = &rest[..limit];
+        let cut = [". ", "! ", "? ", "\n", " "]
+            .iter()
+            .find_map(|sep| head.rfind(sep).map(|i| i + sep.len()))
+            .filter(|&i| i > 0)
+            .unwrap_or(limit);
+        out.push(&rest[..cut]);
+        rest = &rest[cut..];
+    }
+    out
+}
+
 /// A JSON episode already shaped like an extraction (`{"entities": [...],
 /// "facts": [...]}`) is taken as is, without a model call.
 fn structured_extraction(value: &serde_json::Value) -> Option<Extraction> {
@@ -1510,11 +1553,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn relation_names() {
-        assert_eq!(normalize_relation("lives in"), "LIVES_IN");
-        assert_eq!(normalize_relation("livesIn"), "LIVES_IN");
-        assert_eq!(normalize_relation("LIVES-IN"), "LIVES_IN");
-        assert_eq!(normalize_relation("  "), "");
+    fn long_content_is_cut_into_bounded_pieces_at_boundaries() {
+        assert_eq!(chunks("short", 10), ["short"]);
+        assert_eq!(
+            chunks("One two. Three four five.", 12),
+            ["One two. ", "Three four ", "five."]
+        );
+        let odd = "\u{212A}".repeat(30);
+        let pieces = chunks(&odd, 7);
+        assert!(pieces.iter().all(|p| p.chars().count() <= 7));
+        assert_eq!(pieces.concat(), odd);
+        assert_eq!(chunks("", 5), Vec::<&str>::new());
     }
 
     #[test]

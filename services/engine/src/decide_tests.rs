@@ -1237,3 +1237,146 @@ fn a_retrieval_key_is_bounded_and_cut_at_char_boundaries() {
     assert!(key.contains(" the question?\nü"));
     assert_eq!(crate::decide::retrieval_key(None, "hi"), "hi");
 }
+
+fn triple(g: &GroupId, n: u128, json: &str, at: &str) -> Accepted {
+    let mut a = episode(g, n, json, at);
+    if let Command::AddEpisode(e) = &mut a.command {
+        e.source = EpisodeType::FactTriple;
+    }
+    a
+}
+
+/// What holds at `t`, by names: order-free, so arrivals in any order compare.
+fn truth_at(state: &GroupState, t: Timestamp) -> Vec<(String, String, String)> {
+    let name = |u: &Uuid| {
+        state
+            .get_entity(u)
+            .map(|e| e.name.clone())
+            .unwrap_or_default()
+    };
+    let mut out: Vec<_> = state
+        .facts()
+        .filter(|f| f.is_valid_at(t))
+        .map(|f| {
+            (
+                name(&f.source_node_uuid),
+                f.name.clone(),
+                name(&f.target_node_uuid),
+            )
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[tokio::test]
+async fn a_reserve_team_is_never_its_club_in_either_order() {
+    let d = offline();
+    let plays = |n: u128, who: &str, team: &str| {
+        triple(
+            &group("teams"),
+            n,
+            &format!(r#"{{"source":"{who}","relation":"PLAYS_FOR","target":"{team}"}}"#),
+            "2020-01-01T00:00:00Z",
+        )
+    };
+    let one = [
+        plays(1, "Ann Smith", "FC Barcelona"),
+        plays(2, "Bea Jones", "FC Barcelona B"),
+    ];
+    let other = [
+        plays(2, "Bea Jones", "FC Barcelona B"),
+        plays(1, "Ann Smith", "FC Barcelona"),
+    ];
+    for order in [one, other] {
+        let mut s = GroupState::new(group("teams"));
+        run(&d, &mut s, &order).await;
+        let mut names: Vec<_> = s.entities().map(|e| e.name.clone()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["Ann Smith", "Bea Jones", "FC Barcelona", "FC Barcelona B"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn facts_with_the_same_start_both_stand_whatever_arrives_first() {
+    let d = offline();
+    let lives = |n: u128, city: &str| {
+        triple(
+            &group("ties"),
+            n,
+            &format!(
+                r#"{{"source":"Cai","relation":"LIVES_IN","target":"{city}","valid_at":"2020-01-01T00:00:00Z"}}"#
+            ),
+            "2024-01-01T00:00:00Z",
+        )
+    };
+    let mut answers = Vec::new();
+    for order in [
+        [lives(1, "Oslo"), lives(2, "Bergen")],
+        [lives(2, "Bergen"), lives(1, "Oslo")],
+    ] {
+        let mut s = GroupState::new(group("ties"));
+        run(&d, &mut s, &order).await;
+        assert!(
+            s.facts().all(|f| f.invalid_at.is_none()),
+            "neither is cut to zero length"
+        );
+        answers.push(truth_at(&s, ts("2021-01-01T00:00:00Z")));
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].len(), 2);
+}
+
+#[tokio::test]
+async fn an_extracted_fact_that_ends_before_it_starts_is_dropped_not_made_eternal() {
+    let g = group("inverted");
+    let d = offline();
+    let mut s = GroupState::new(g.clone());
+    let mut a = episode(
+        &g,
+        1,
+        r#"{"entities":[{"name":"Dana","entity_type_id":1},{"name":"Bergen","entity_type_id":2}],"facts":[{"source":"Dana","target":"Bergen","relation":"LIVES_IN","fact":"Dana lived in Bergen","valid_at":"2020-01-01T00:00:00Z","invalid_at":"2019-01-01T00:00:00Z"}]}"#,
+        "2024-05-01T00:00:00Z",
+    );
+    if let Command::AddEpisode(e) = &mut a.command {
+        e.source = EpisodeType::Json;
+    }
+    run(&d, &mut s, &[a]).await;
+    assert_eq!(s.facts().count(), 0);
+}
+
+#[tokio::test]
+async fn one_huge_episode_contributes_a_bounded_graph() {
+    let g = group("huge");
+    let d = offline();
+    let config = DecideConfig::default();
+    let mut content = String::new();
+    let mut n = 0;
+    while content.len() < 256 * 1024 - 64 {
+        content.push_str(&format!("Person{n} Walker lives in Town{n}. "));
+        n += 1;
+    }
+    assert!(n > 5_000, "{n} sentences");
+    let mut s = GroupState::new(g.clone());
+    let started = std::time::Instant::now();
+    run(
+        &d,
+        &mut s,
+        &[episode(&g, 1, &content, "2024-01-01T00:00:00Z")],
+    )
+    .await;
+    let took = started.elapsed();
+    assert!(s.entities().count() <= config.max_entities_per_episode);
+    assert!(s.facts().count() <= config.max_facts_per_episode);
+    assert!(s.facts().count() > 10, "the first facts are kept");
+    eprintln!(
+        "{n} sentences, {} bytes: {} entities, {} facts in {took:?}",
+        content.len(),
+        s.entities().count(),
+        s.facts().count()
+    );
+}

@@ -1,6 +1,9 @@
 //! The fuzzy tier of entity resolution: character shingles, MinHash
 //! signatures and LSH buckets, with an entropy guard so short or repetitive
-//! names ("Al", "Bob", "aaaa") never fuzzy-match.
+//! names ("Al", "Bob", "aaaa") never fuzzy-match, and a distinguishing-token
+//! guard so near-identical names of different things ("FC Barcelona" /
+//! "FC Barcelona B", "Henry V" / "Henry VI", "J. Smith" / "K. Smith") never
+//! merge however similar their characters are.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,6 +56,75 @@ pub fn has_enough_entropy(key: &str) -> bool {
         })
         .sum();
     entropy >= MIN_ENTROPY
+}
+
+/// Words that mark a different team, edition or generation of the same name.
+const MARKER_WORDS: &[&str] = &[
+    "academy", "amateur", "amateurs", "junior", "juniors", "jr", "ladies", "reserve", "reserves",
+    "senior", "seniors", "sr", "women", "womens", "youth",
+];
+
+/// Whether a token can tell two otherwise equal names apart: an initial or
+/// other one- or two-letter token, anything with a digit ("2", "U21",
+/// "2nd"), a roman numeral, or a marker word ("Reserves", "Jr").
+fn is_distinguishing(token: &str) -> bool {
+    token.chars().count() <= 2
+        || token.chars().any(|c| c.is_numeric())
+        || is_roman_numeral(token)
+        || MARKER_WORDS.contains(&token)
+}
+
+/// `i`..`xxxix` written the usual way (longer letter runs are words: "mix", "civil").
+fn is_roman_numeral(token: &str) -> bool {
+    let rest = token.trim_start_matches('x');
+    if token.len() - rest.len() > 3 {
+        return false;
+    }
+    matches!(
+        rest,
+        "" | "i" | "ii" | "iii" | "iv" | "v" | "vi" | "vii" | "viii" | "ix"
+    ) && !token.is_empty()
+}
+
+/// Whether two names differ by a token that makes them different things.
+///
+/// Names equal once spaces and punctuation are gone ("F.C. Barcelona" /
+/// "FC Barcelona") do not differ; otherwise any distinguishing token present
+/// in one name and not the other does, unless it is an initial of a word
+/// only the other name has ("J. Smith" / "John Smith").
+pub fn differ_by_distinguishing_token(a: &str, b: &str) -> bool {
+    let (ka, kb) = (fuzzy_key(a), fuzzy_key(b));
+    let compact = |k: &str| k.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    if compact(&ka) == compact(&kb) {
+        return false;
+    }
+    let count = |k: &str| {
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        for t in k.split_whitespace() {
+            *m.entry(t.to_owned()).or_default() += 1;
+        }
+        m
+    };
+    let (ta, tb) = (count(&ka), count(&kb));
+    let unmatched = |x: &BTreeMap<String, usize>, y: &BTreeMap<String, usize>| -> Vec<String> {
+        x.iter()
+            .filter(|(t, n)| y.get(*t).copied().unwrap_or(0) < **n)
+            .map(|(t, _)| t.clone())
+            .collect()
+    };
+    let (ua, ub) = (unmatched(&ta, &tb), unmatched(&tb, &ta));
+    // A short token that starts an unmatched word of the other name is its
+    // abbreviation ("Rob P" / "Robert Paulson"), not a different thing.
+    let tells_apart = |token: &String, others: &[String]| {
+        let abbreviates = token.chars().count() <= 2
+            && !is_roman_numeral(token)
+            && token.chars().all(char::is_alphabetic)
+            && others
+                .iter()
+                .any(|o| o.starts_with(token.as_str()) && o != token);
+        is_distinguishing(token) && !abbreviates
+    };
+    ua.iter().any(|t| tells_apart(t, &ub)) || ub.iter().any(|t| tells_apart(t, &ua))
 }
 
 /// 3-character shingles of the key with spaces removed.
@@ -147,8 +219,8 @@ impl LshIndex {
         }
     }
 
-    /// Entities whose names have shingle Jaccard ≥ `threshold` with `name`,
-    /// best first (ties by id, so the answer is deterministic).
+    /// Entities whose names have shingle Jaccard ≥ `threshold` with `name`
+    /// and no distinguishing token between them, best first (ties by id, so the answer is deterministic).
     pub fn matches(&self, name: &str, threshold: f64) -> Vec<(Uuid, f64)> {
         let key = fuzzy_key(name);
         if !has_enough_entropy(&key) {
@@ -165,8 +237,9 @@ impl LshIndex {
         let mut out: Vec<(Uuid, f64)> = candidates
             .into_iter()
             .filter_map(|u| {
-                let j = jaccard(&sh, &shingles(self.keys.get(&u)?));
-                (j >= threshold).then_some((u, j))
+                let other = self.keys.get(&u)?;
+                let j = jaccard(&sh, &shingles(other));
+                (j >= threshold && !differ_by_distinguishing_token(&key, other)).then_some((u, j))
             })
             .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -203,5 +276,51 @@ mod tests {
             idx.matches("International Business Machines Corporation", 0.9)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn distinguishing_tokens_keep_names_apart() {
+        for (a, b) in [
+            ("FC Barcelona", "FC Barcelona B"),
+            ("Real Madrid C", "Real Madrid C.F."),
+            ("Villarreal CF", "Villarreal CF B"),
+            ("Manchester United", "Manchester United Reserves"),
+            ("Henry V", "Henry VI"),
+            ("Apollo 11", "Apollo 12"),
+            ("John A. Smithson", "John B. Smithson"),
+            ("Borussia Dortmund II", "Borussia Dortmund"),
+            ("Ajax U21", "Ajax"),
+        ] {
+            assert!(differ_by_distinguishing_token(a, b), "{a} / {b}");
+            assert!(differ_by_distinguishing_token(b, a), "{b} / {a}");
+        }
+        for (a, b) in [
+            ("F.C. Barcelona", "FC Barcelona"),
+            (
+                "International Business Machines Corporation",
+                "International Business Machines Corporatio",
+            ),
+            ("Maya Whitfield", "maya  whitfield"),
+            ("Civil Engineering Society", "Civil Engineering Societies"),
+            ("Rob P", "Robert Paulson"),
+            ("J. Smithson", "John Smithson"),
+        ] {
+            assert!(!differ_by_distinguishing_token(a, b), "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn reserve_teams_never_fuzzy_match_their_club_in_either_order() {
+        let (first, second) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        for (a, b) in [
+            ("FC Barcelona", "FC Barcelona B"),
+            ("Villarreal CF B", "Villarreal CF"),
+        ] {
+            let mut idx = LshIndex::default();
+            idx.insert(first, a);
+            assert!(idx.matches(b, 0.5).is_empty(), "{b} must not match {a}");
+            idx.insert(second, b);
+            assert_eq!(idx.matches(a, 0.5).first().map(|m| m.0), Some(first));
+        }
     }
 }

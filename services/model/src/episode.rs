@@ -208,14 +208,17 @@ impl FactTriple {
         Ok(())
     }
 
-    /// The fact sentence, written from the triple when none was given.
+    /// The fact sentence, written from the triple when none was given
+    /// (`playsFor` reads "plays for").
     pub fn sentence(&self) -> String {
         match &self.fact {
             Some(f) if !f.trim().is_empty() => f.clone(),
             _ => format!(
                 "{} {} {}",
                 self.source,
-                self.relation.to_lowercase().replace('_', " "),
+                crate::normalize_relation(&self.relation)
+                    .to_lowercase()
+                    .replace('_', " "),
                 self.target
             ),
         }
@@ -231,6 +234,11 @@ mod tests {
         let t = FactTriple::parse(r#"{"source":"Alice","relation":"LIVES_IN","target":"Beijing"}"#)
             .unwrap();
         assert_eq!(t.sentence(), "Alice lives in Beijing");
+        let t = FactTriple::parse(
+            r#"{"source":"Ann Smith","relation":"playsFor","target":"FC Barcelona"}"#,
+        )
+        .unwrap();
+        assert_eq!(t.sentence(), "Ann Smith plays for FC Barcelona");
         assert!(FactTriple::parse(r#"{"source":"Alice"}"#).is_err());
         assert!(FactTriple::parse(r#"{"source":"","relation":"R","target":"B"}"#).is_err());
         let field = |json: &str| {

@@ -101,9 +101,40 @@ impl Fact {
     }
 }
 
+/// `lives in` / `livesIn` / `LIVES-IN` → `LIVES_IN`: one spelling per
+/// relation, so restatements and contradictions compare equal names.
+pub fn normalize_relation(relation: &str) -> String {
+    let mut out = String::new();
+    let mut prev_lower = false;
+    for c in relation.trim().chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && prev_lower {
+                out.push('_');
+            }
+            out.extend(c.to_uppercase());
+            prev_lower = c.is_lowercase();
+        } else {
+            if !out.ends_with('_') && !out.is_empty() {
+                out.push('_');
+            }
+            prev_lower = false;
+        }
+    }
+    out.trim_end_matches('_').to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relation_names() {
+        assert_eq!(normalize_relation("lives in"), "LIVES_IN");
+        assert_eq!(normalize_relation("livesIn"), "LIVES_IN");
+        assert_eq!(normalize_relation("LIVES-IN"), "LIVES_IN");
+        assert_eq!(normalize_relation("  "), "");
+    }
+
     use crate::GroupId;
 
     fn ts(s: &str) -> Timestamp {
