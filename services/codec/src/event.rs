@@ -3,7 +3,7 @@
 use apache_avro::types::Value;
 use chronicle_model::{
     Community, DecisionStats, Entity, Episode, EventBatch, EventKind, Fact, GraphEvent,
-    Invalidation, LogPosition,
+    Invalidation, LogPosition, StatedWindow, Window,
 };
 
 use crate::command::{episode_type, parse_episode_type};
@@ -243,6 +243,21 @@ fn fact_to_avro(x: &Fact) -> Value {
                 ])
             }),
         ),
+        (
+            "stated_windows",
+            Value::Array(
+                x.stated_windows
+                    .iter()
+                    .map(|w| {
+                        record(vec![
+                            ("episode_uuid", uuid(w.episode_uuid)),
+                            ("valid_at", opt(w.valid_at, ts)),
+                            ("invalid_at", opt(w.invalid_at, ts)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
     ])
 }
 
@@ -274,6 +289,18 @@ fn fact_from_avro(v: Value) -> Result<Fact, CodecError> {
                 })
             }
         },
+        stated_windows: f
+            .array("stated_windows")?
+            .into_iter()
+            .map(|v| {
+                let mut w = Fields::of(v, "Fact.stated_windows")?;
+                Ok(StatedWindow {
+                    episode_uuid: w.uuid("episode_uuid")?,
+                    valid_at: w.opt_ts("valid_at")?,
+                    invalid_at: w.opt_ts("invalid_at")?,
+                })
+            })
+            .collect::<Result<_, CodecError>>()?,
     })
 }
 
@@ -331,11 +358,21 @@ fn kind_to_avro(kind: &EventKind) -> (u32, Value) {
         EventKind::FactProvenanceAdded {
             fact_uuid,
             episode_uuid,
+            stated_window,
         } => (
             4,
             record(vec![
                 ("fact_uuid", uuid(*fact_uuid)),
                 ("episode_uuid", uuid(*episode_uuid)),
+                (
+                    "stated_window",
+                    opt(stated_window.as_ref(), |w| {
+                        record(vec![
+                            ("valid_at", opt(w.start, ts)),
+                            ("invalid_at", opt(w.end, ts)),
+                        ])
+                    }),
+                ),
             ]),
         ),
         EventKind::FactInvalidated {
@@ -448,6 +485,13 @@ fn kind_from_avro(branch: u32, body: Value) -> Result<EventKind, CodecError> {
         4 => EventKind::FactProvenanceAdded {
             fact_uuid: f.uuid("fact_uuid")?,
             episode_uuid: f.uuid("episode_uuid")?,
+            stated_window: match f.optional("stated_window")? {
+                None => None,
+                Some(v) => {
+                    let mut w = Fields::of(v, "FactProvenanceAdded.stated_window")?;
+                    Some(Window::new(w.opt_ts("valid_at")?, w.opt_ts("invalid_at")?))
+                }
+            },
         },
         5 => EventKind::FactInvalidated {
             fact_uuid: f.uuid("fact_uuid")?,

@@ -34,6 +34,8 @@ pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[
     include_str!("../../../schemas/avro/history/event_batch.v1.avsc"),
     // v2 → v3: episodes carry their content embedding.
     include_str!("../../../schemas/avro/history/event_batch.v2.avsc"),
+    // v3 → v4: restatements that widen a fact carry the window they stated.
+    include_str!("../../../schemas/avro/history/event_batch.v3.avsc"),
 ];
 
 /// Single-object encoding marker.

@@ -21,7 +21,8 @@
 //! 4. facts between resolved entities: unknown endpoints and self-loops
 //!    dropped, time expressions resolved against the reference time;
 //! 5. fact resolution: a restatement (same endpoints and relation,
-//!    overlapping windows) adds provenance without a model call; a
+//!    overlapping or adjacent windows) adds provenance without a model call
+//!    and widens the fact to the union of the windows; a
 //!    `cardinality: one` relation invalidates the previous fact of the same
 //!    source deterministically (facts with the same start both stand); other contradictions are asked of the model,
 //!    and only accepted with a shared endpoint, the same relation and
@@ -766,6 +767,7 @@ impl Decider {
                 reference_time: ep.reference_time,
                 attributes: Attributes::new(),
                 invalidated_by: None,
+                stated_windows: Vec::new(),
             };
             facts.resolve(fact, &self.ontology, verdict);
         }
@@ -846,7 +848,7 @@ impl Decider {
             .created
             .iter()
             .map(|f| f.uuid)
-            .chain(facts.restated.iter().copied())
+            .chain(facts.restated.iter().map(|(u, _)| *u))
             .chain(facts.invalidated.keys().copied())
         {
             if !entity_edges.contains(&u) {
@@ -879,15 +881,13 @@ impl Decider {
                 .into_iter()
                 .map(|fact| EventKind::FactCreated { fact }),
         );
-        kinds.extend(
-            facts
-                .restated
-                .iter()
-                .map(|fact_uuid| EventKind::FactProvenanceAdded {
-                    fact_uuid: *fact_uuid,
-                    episode_uuid: ep.uuid,
-                }),
-        );
+        kinds.extend(facts.restated.iter().map(|(fact_uuid, stated_window)| {
+            EventKind::FactProvenanceAdded {
+                fact_uuid: *fact_uuid,
+                episode_uuid: ep.uuid,
+                stated_window: *stated_window,
+            }
+        }));
         kinds.extend(
             facts
                 .invalidated
@@ -1121,7 +1121,8 @@ impl FactDraft {
 struct FactWork<'s> {
     state: &'s GroupState,
     created: Vec<Fact>,
-    restated: Vec<Uuid>,
+    /// Existing facts asserted again, with the window stated when it widens them.
+    restated: Vec<(Uuid, Option<Window>)>,
     /// Existing facts to invalidate: (invalid_at, by_fact).
     invalidated: BTreeMap<Uuid, (Timestamp, Option<Uuid>)>,
 }
@@ -1173,30 +1174,20 @@ impl<'s> FactWork<'s> {
         let window = fact.valid_window();
         let around = self.around(s, t);
 
-        // A restatement: same endpoints, same relation, overlapping windows.
+        // A restatement: same endpoints, same relation, windows that overlap or meet.
         let duplicate = around
             .iter()
             .find(|e| {
                 e.source_node_uuid == s
                     && e.target_node_uuid == t
                     && e.name == fact.name
-                    && e.valid_window().overlaps(&window)
+                    && e.valid_window().touches(&window)
             })
             .map(|e| e.uuid)
             .or_else(|| verdict.as_ref().and_then(|v| v.duplicate_of));
         if let Some(dup) = duplicate {
-            if let Some(existing) = around.iter().find(|e| e.uuid == dup) {
-                // "X left Y" ends the fact it restates.
-                if let Some(end) = fact.invalid_at
-                    && existing.invalid_at.is_none_or(|i| i > end)
-                    && existing.valid_at.is_none_or(|v| v < end)
-                {
-                    self.end(dup, end, None);
-                }
-            }
-            if !self.created.iter().any(|f| f.uuid == dup) && !self.restated.contains(&dup) {
-                self.restated.push(dup);
-            }
+            let one = ontology.cardinality(&fact.name) == Cardinality::One;
+            self.restate(dup, &fact, &around, one);
             return;
         }
 
@@ -1239,6 +1230,56 @@ impl<'s> FactWork<'s> {
             }
         }
         self.created.push(fact);
+    }
+
+    /// `fact` states `dup` again. An open fact learns its end from a
+    /// restatement that has one, and a start-less ending ("X left Y")
+    /// ends it; otherwise the restatement's window joins the fact's (the
+    /// union of overlapping or adjacent windows, see [`Fact::widened_by`]).
+    ///
+    /// A widening never reaches into the time of a contradicting fact of a
+    /// `cardinality: one` relation (the source was elsewhere then): such a
+    /// restatement adds provenance only.
+    fn restate(&mut self, dup: Uuid, fact: &Fact, around: &[Fact], one: bool) {
+        let stated = fact.valid_window();
+        if let Some(created) = self.created.iter_mut().find(|f| f.uuid == dup) {
+            if let Some(w) = created.widened_by(&stated) {
+                (created.valid_at, created.invalid_at) = (w.start, w.end);
+            }
+            return;
+        }
+        let mut widening = None;
+        if let Some(existing) = around.iter().find(|e| e.uuid == dup) {
+            let learns_end = fact.invalid_at.filter(|end| {
+                existing.valid_at.is_none_or(|v| v < *end)
+                    && match existing.invalid_at {
+                        None => true,
+                        Some(i) => fact.valid_at.is_none() && i > *end,
+                    }
+            });
+            if let Some(end) = learns_end {
+                self.end(dup, end, None);
+            } else if !self.invalidated.contains_key(&dup)
+                && let Some(widened) = existing.widened_by(&stated)
+            {
+                let current = existing.valid_window();
+                let contradicted = one
+                    && around.iter().any(|e| {
+                        e.source_node_uuid == existing.source_node_uuid
+                            && e.target_node_uuid != existing.target_node_uuid
+                            && e.name == existing.name
+                            && e.valid_window().overlaps(&widened)
+                            && !e.valid_window().overlaps(&current)
+                    });
+                if !contradicted {
+                    widening = Some(stated);
+                }
+            }
+        }
+        match self.restated.iter_mut().find(|(u, _)| *u == dup) {
+            Some((_, w)) => *w = w.or(widening),
+            None => self.restated.push((dup, widening)),
+        }
     }
 
     /// Ends a fact at `at`: an existing one by an invalidation event, a new one in place.

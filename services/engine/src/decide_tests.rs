@@ -1380,3 +1380,143 @@ async fn one_huge_episode_contributes_a_bounded_graph() {
         s.facts().count()
     );
 }
+
+fn plays_for(n: u128, from: i32, to: i32) -> Accepted {
+    triple(
+        &group("windows"),
+        n,
+        &format!(
+            r#"{{"source":"Ann Smith","relation":"PLAYS_FOR","target":"FC Barcelona","valid_at":"{from}-01-01T00:00:00Z","invalid_at":"{to}-01-01T00:00:00Z"}}"#
+        ),
+        "2024-01-01T00:00:00Z",
+    )
+}
+
+fn year(y: i32) -> Timestamp {
+    ts(&format!("{y}-07-01T00:00:00Z"))
+}
+
+#[tokio::test]
+async fn a_restatement_widens_the_window_and_its_retraction_narrows_it() {
+    let d = offline();
+    let mut s = GroupState::new(group("windows"));
+    run(
+        &d,
+        &mut s,
+        &[plays_for(1, 1990, 1995), plays_for(2, 1994, 2000)],
+    )
+    .await;
+    let facts: Vec<_> = s.facts().collect();
+    assert_eq!(facts.len(), 1, "one fact, both episodes its provenance");
+    let f = facts[0];
+    assert_eq!(
+        (f.valid_at, f.invalid_at),
+        (
+            Some(ts("1990-01-01T00:00:00Z")),
+            Some(ts("2000-01-01T00:00:00Z"))
+        )
+    );
+    assert_eq!(f.episodes, [Uuid::from_u128(1), Uuid::from_u128(2)]);
+    assert_eq!(
+        truth_at(&s, year(1997)).len(),
+        1,
+        "as of 1997 she plays there"
+    );
+
+    // Adjacent windows join too; a window inside the fact changes nothing.
+    run(
+        &d,
+        &mut s,
+        &[plays_for(3, 2000, 2003), plays_for(4, 1991, 1992)],
+    )
+    .await;
+    let f = s.facts().next().unwrap();
+    assert_eq!(f.invalid_at, Some(ts("2003-01-01T00:00:00Z")));
+    assert_eq!(s.facts().count(), 1);
+
+    // Retracting the widening episodes narrows the fact again.
+    for n in [3, 2] {
+        let retract = Accepted {
+            command: Command::RetractEpisode {
+                group_id: group("windows"),
+                episode_uuid: Uuid::from_u128(n),
+                uuid: Uuid::from_u128(100 + n),
+            },
+            tx_time: ts("2024-02-01T00:00:00Z"),
+            source: None,
+        };
+        run(&d, &mut s, &[retract]).await;
+    }
+    let f = s.facts().next().unwrap();
+    assert_eq!(
+        (f.valid_at, f.invalid_at),
+        (
+            Some(ts("1990-01-01T00:00:00Z")),
+            Some(ts("1995-01-01T00:00:00Z"))
+        )
+    );
+    assert!(
+        f.stated_windows.len() != 1,
+        "a single window is the fact's own"
+    );
+    assert!(truth_at(&s, year(1997)).is_empty());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// However restatements of one fact arrive, the fact holds exactly in
+    /// the union of the windows stated.
+    #[test]
+    fn restatements_in_any_order_hold_in_the_union_of_their_windows(
+        windows in proptest::collection::vec((1980i32..2020, 1i32..8), 1..6),
+        order in proptest::prelude::any::<proptest::sample::Index>(),
+    ) {
+        let mut items: Vec<Accepted> = windows
+            .iter()
+            .enumerate()
+            .map(|(i, (from, len))| plays_for(i as u128 + 1, *from, from + len))
+            .collect();
+        let k = order.index(items.len());
+        items.rotate_left(k);
+        if k % 2 == 1 {
+            items.reverse();
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let s = rt.block_on(async {
+            let mut s = GroupState::new(group("windows"));
+            run(&offline(), &mut s, &items).await;
+            s
+        });
+        for y in 1979..2030 {
+            let expected = windows.iter().any(|(from, len)| (*from..from + len).contains(&y));
+            proptest::prop_assert_eq!(!truth_at(&s, ts(&format!("{y}-07-01T00:00:00Z"))).is_empty(), expected, "year {}", y);
+        }
+    }
+
+    /// Moves of one person (one place at a time), in any arrival order, give
+    /// the same answer at every instant.
+    #[test]
+    fn moves_in_any_order_give_the_same_truth(
+        starts in proptest::collection::vec(2000i32..2010, 2..6),
+        order in proptest::prelude::any::<proptest::sample::Index>(),
+    ) {
+        let lives = |n: usize, city: usize, from: i32| triple(
+            &group("moves"),
+            n as u128 + 1,
+            &format!(r#"{{"source":"Cai","relation":"LIVES_IN","target":"City {city}","valid_at":"{from}-01-01T00:00:00Z"}}"#),
+            "2024-01-01T00:00:00Z",
+        );
+        let items: Vec<Accepted> = starts.iter().enumerate().map(|(i, y)| lives(i, i, *y)).collect();
+        let mut shuffled = items.clone();
+        shuffled.rotate_left(order.index(items.len()));
+        shuffled.reverse();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let truth = |items: Vec<Accepted>| rt.block_on(async {
+            let mut s = GroupState::new(group("moves"));
+            run(&offline(), &mut s, &items).await;
+            (1999..2012).map(|y| truth_at(&s, year(y))).collect::<Vec<_>>()
+        });
+        proptest::prop_assert_eq!(truth(items), truth(shuffled));
+    }
+}

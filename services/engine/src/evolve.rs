@@ -66,12 +66,23 @@ pub fn apply<R: GraphRecords + ?Sized>(records: &mut R, event: &GraphEvent) -> A
         EventKind::FactProvenanceAdded {
             fact_uuid,
             episode_uuid,
+            stated_window,
         } => {
-            if let Some(mut fact) = records.fact(*fact_uuid)
-                && !fact.episodes.contains(episode_uuid)
-            {
-                fact.episodes.push(*episode_uuid);
-                records.put_fact(fact);
+            if let Some(mut fact) = records.fact(*fact_uuid) {
+                let mut changed = false;
+                if !fact.episodes.contains(episode_uuid) {
+                    fact.episodes.push(*episode_uuid);
+                    changed = true;
+                }
+                if let Some(stated) = stated_window
+                    && fact.widened_by(stated).is_some()
+                {
+                    fact.restate(*episode_uuid, *stated);
+                    changed = true;
+                }
+                if changed {
+                    records.put_fact(fact);
+                }
             }
         }
         EventKind::FactInvalidated {
@@ -140,7 +151,8 @@ pub fn apply<R: GraphRecords + ?Sized>(records: &mut R, event: &GraphEvent) -> A
 }
 
 /// Withdraws an episode: it leaves every fact's provenance; facts left with
-/// no provenance disappear; invalidations it caused are undone; entities only
+/// no provenance disappear; windows it widened narrow again; invalidations
+/// it caused are undone; entities only
 /// it mentioned disappear; it leaves its saga.
 fn retract<R: GraphRecords + ?Sized>(records: &mut R, episode_uuid: uuid::Uuid) {
     let Some(episode) = records.episode(episode_uuid) else {
@@ -151,6 +163,7 @@ fn retract<R: GraphRecords + ?Sized>(records: &mut R, episode_uuid: uuid::Uuid) 
             continue;
         };
         fact.episodes.retain(|e| *e != episode_uuid);
+        fact.forget_statement(episode_uuid);
         if let Some(inv) = fact
             .invalidated_by
             .take_if(|i| i.by_episode == episode_uuid)

@@ -76,11 +76,15 @@ fn kind_of(g: &GroupId, s: &Step, t: Timestamp) -> EventKind {
             x.invalid_at = None;
             x.expired_at = None;
             x.invalidated_by = None;
+            x.stated_windows.clear();
             EventKind::FactCreated { fact: x }
         }
         Step::Provenance(f, e) => EventKind::FactProvenanceAdded {
             fact_uuid: id(3, *f),
             episode_uuid: id(1, *e),
+            // Even episodes state an earlier start and an end: a widening.
+            stated_window: (e % 2 == 0)
+                .then(|| chronicle_model::Window::new(Some(ts("2024-06-01T00:00:00Z")), Some(t))),
         },
         Step::Invalidate(f, e) => EventKind::FactInvalidated {
             fact_uuid: id(3, *f),

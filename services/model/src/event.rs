@@ -63,6 +63,10 @@ pub enum EventKind {
         fact_uuid: Uuid,
         /// The asserting episode.
         episode_uuid: Uuid,
+        /// The window it stated, when that widens the fact (see
+        /// [`crate::Fact::restate`]); `None` adds provenance only.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stated_window: Option<crate::Window>,
     },
     /// A fact stopped holding: a newer fact contradicted it.
     FactInvalidated {

@@ -42,6 +42,22 @@ pub struct Fact {
     pub attributes: Attributes,
     /// Who invalidated it, so a retraction of that episode can restore it.
     pub invalidated_by: Option<Invalidation>,
+    /// The windows its episodes stated, once a restatement has widened it
+    /// (empty while the fact has only the window it was created with): the
+    /// valid window is their hull, and a retraction narrows it again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stated_windows: Vec<StatedWindow>,
+}
+
+/// The valid window one episode stated for a fact.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatedWindow {
+    /// The stating episode.
+    pub episode_uuid: Uuid,
+    /// The start it stated.
+    pub valid_at: Option<Timestamp>,
+    /// The end it stated.
+    pub invalid_at: Option<Timestamp>,
 }
 
 /// The audit record of an invalidation.
@@ -59,6 +75,95 @@ impl Fact {
     /// `[valid_at, invalid_at)`.
     pub fn valid_window(&self) -> Window {
         Window::new(self.valid_at, self.invalid_at)
+    }
+
+    /// The window a restatement stating `stated` widens this fact to, or
+    /// `None` if it adds nothing: a known start moves earlier and a known end
+    /// later (the union of overlapping or adjacent windows); an unknown bound
+    /// in the restatement says nothing and widens nothing. An invalidated
+    /// fact is never widened: its end is a contradiction's, not a statement's.
+    pub fn widened_by(&self, stated: &Window) -> Option<Window> {
+        if self.invalidated_by.is_some() || !self.valid_window().touches(stated) {
+            return None;
+        }
+        let start = match (self.valid_at, stated.start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, _) => a,
+        };
+        let end = match (self.invalid_at, stated.end) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, _) => a,
+        };
+        let widened = Window::new(start, end);
+        (widened != self.valid_window()).then_some(widened)
+    }
+
+    /// Records that `episode` stated `stated` for this fact and widens the
+    /// valid window to the hull of every stated window.
+    pub fn restate(&mut self, episode: Uuid, stated: Window) {
+        if self.widened_by(&stated).is_none() {
+            return;
+        }
+        if self.stated_windows.is_empty()
+            && let Some(first) = self.episodes.first()
+        {
+            self.stated_windows.push(StatedWindow {
+                episode_uuid: *first,
+                valid_at: self.valid_at,
+                invalid_at: self.invalid_at,
+            });
+        }
+        // An unknown bound says nothing: it stands for the fact's own.
+        self.stated_windows.retain(|w| w.episode_uuid != episode);
+        self.stated_windows.push(StatedWindow {
+            episode_uuid: episode,
+            valid_at: stated.start.or(self.valid_at),
+            invalid_at: stated.end.or(self.invalid_at),
+        });
+        let hull = self.stated_hull();
+        (self.valid_at, self.invalid_at) = (hull.start, hull.end);
+    }
+
+    /// Forgets the window `episode` stated (its retraction): the valid
+    /// window shrinks to the hull of the others; an invalidation keeps its
+    /// end unless the hull now ends earlier.
+    pub fn forget_statement(&mut self, episode: Uuid) {
+        let before = self.stated_windows.len();
+        self.stated_windows.retain(|w| w.episode_uuid != episode);
+        if self.stated_windows.len() == before || self.stated_windows.is_empty() {
+            return;
+        }
+        let hull = self.stated_hull();
+        if self.stated_windows.len() == 1 {
+            self.stated_windows.clear();
+        }
+        self.valid_at = hull.start;
+        match self.invalidated_by.as_mut() {
+            Some(inv) => {
+                inv.prior_invalid_at = hull.end;
+                if let (Some(end), Some(at)) = (hull.end, self.invalid_at) {
+                    self.invalid_at = Some(at.min(end));
+                }
+            }
+            None => self.invalid_at = hull.end,
+        }
+    }
+
+    /// The smallest window holding every stated window.
+    fn stated_hull(&self) -> Window {
+        let start = self
+            .stated_windows
+            .iter()
+            .map(|w| w.valid_at)
+            .reduce(|a, b| a.zip(b).map(|(a, b)| a.min(b)))
+            .flatten();
+        let end = self
+            .stated_windows
+            .iter()
+            .map(|w| w.invalid_at)
+            .reduce(|a, b| a.zip(b).map(|(a, b)| a.max(b)))
+            .flatten();
+        Window::new(start, end)
     }
 
     /// `[created_at, expired_at)`.
@@ -162,6 +267,7 @@ mod tests {
                 by_episode: Uuid::from_u128(10),
                 prior_invalid_at: None,
             }),
+            stated_windows: Vec::new(),
         }
     }
 

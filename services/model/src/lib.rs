@@ -23,7 +23,7 @@ pub use episode::{
 };
 pub use error::{ContentError, GroupIdError, TimestampError};
 pub use event::{DecisionStats, EventBatch, EventKind, GraphEvent, LogPosition};
-pub use fact::{Fact, Invalidation, normalize_relation};
+pub use fact::{Fact, Invalidation, StatedWindow, normalize_relation};
 pub use group::GroupId;
 pub use ids::{IdKind, NAMESPACE, derive_id, derive_named_id};
 pub use time::{Timestamp, Window};

@@ -77,6 +77,18 @@ pub fn fact(g: &GroupId, uuid: Uuid, source: Uuid, target: Uuid) -> Fact {
             by_episode: Uuid::from_u128(4),
             prior_invalid_at: None,
         }),
+        stated_windows: vec![
+            crate::StatedWindow {
+                episode_uuid: Uuid::from_u128(1),
+                valid_at: Some(ts("2025-01-01T00:00:00Z")),
+                invalid_at: Some(ts("2025-02-01T00:00:00Z")),
+            },
+            crate::StatedWindow {
+                episode_uuid: Uuid::from_u128(2),
+                valid_at: None,
+                invalid_at: Some(ts("2025-03-01T00:00:00Z")),
+            },
+        ],
     }
 }
 
@@ -103,6 +115,12 @@ pub fn every_event_kind(g: &GroupId) -> Vec<EventKind> {
         EventKind::FactProvenanceAdded {
             fact_uuid: Uuid::from_u128(20),
             episode_uuid: Uuid::from_u128(2),
+            stated_window: None,
+        },
+        EventKind::FactProvenanceAdded {
+            fact_uuid: Uuid::from_u128(20),
+            episode_uuid: Uuid::from_u128(3),
+            stated_window: Some(crate::Window::new(Some(ts("2024-06-01T00:00:00Z")), None)),
         },
         EventKind::FactInvalidated {
             fact_uuid: Uuid::from_u128(20),

@@ -124,7 +124,7 @@ impl<'de> Deserialize<'de> for Timestamp {
 ///
 /// Valid time of a fact is `[valid_at, invalid_at)`; transaction time is
 /// `[created_at, expired_at)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Window {
     /// Inclusive start; `None` means "since forever".
     pub start: Option<Timestamp>,
@@ -157,6 +157,14 @@ impl Window {
             && other_starts_before_self_ends
             && !self.is_empty()
             && !other.is_empty()
+    }
+
+    /// Whether two non-empty windows overlap or meet end to start
+    /// (`[1990, 1995)` and `[1995, 2000)`): one interval once joined.
+    pub fn touches(&self, other: &Window) -> bool {
+        let meets = |a: &Window, b: &Window| a.end.is_some() && a.end == b.start;
+        self.overlaps(other)
+            || (!self.is_empty() && !other.is_empty() && (meets(self, other) || meets(other, self)))
     }
 
     /// A window whose end is not after its start holds no instant.

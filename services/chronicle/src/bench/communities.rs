@@ -113,6 +113,7 @@ fn synthetic(group: &GroupId, entities: usize) -> anyhow::Result<Synthetic> {
                 reference_time: t0,
                 attributes: Attributes::new(),
                 invalidated_by: None,
+                stated_windows: Vec::new(),
             },
         }
     };

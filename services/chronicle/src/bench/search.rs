@@ -176,6 +176,7 @@ async fn generate(
                         reference_time: tx,
                         attributes: Attributes::new(),
                         invalidated_by: None,
+                        stated_windows: Vec::new(),
                     },
                 });
                 made += 1;

@@ -312,6 +312,7 @@ pub(crate) struct FactRow {
     pub invalidated_by_fact: Option<Uuid>,
     pub invalidated_by_episode: Option<Uuid>,
     pub prior_invalid_at: Option<i64>,
+    pub stated_windows: Option<String>,
 }
 
 /// An upsert of a `facts` row.
@@ -334,6 +335,7 @@ pub(crate) struct FactWrite {
     pub invalidated_by_fact: Cell<Uuid>,
     pub invalidated_by_episode: Cell<Uuid>,
     pub prior_invalid_at: Cell<i64>,
+    pub stated_windows: Cell<String>,
 }
 
 impl FactRow {
@@ -359,6 +361,9 @@ impl FactRow {
             prior_invalid_at: inv
                 .and_then(|i| i.prior_invalid_at)
                 .map(Timestamp::as_micros),
+            stated_windows: (!f.stated_windows.is_empty())
+                .then(|| serde_json::to_string(&f.stated_windows).ok())
+                .flatten(),
         }
     }
 
@@ -385,6 +390,11 @@ impl FactRow {
             reference_time: instant(self.reference_time, "fact reference_time")?,
             attributes: attributes(&self.attributes, "fact attributes")?,
             invalidated_by,
+            stated_windows: match self.stated_windows.as_deref() {
+                None => Vec::new(),
+                Some(text) => serde_json::from_str(text)
+                    .map_err(|e| StoreError::Corrupt(format!("fact stated_windows: {e}")))?,
+            },
             uuid: self.uuid,
             source_node_uuid: self.source_node_uuid,
             target_node_uuid: self.target_node_uuid,
@@ -420,6 +430,7 @@ impl FactRow {
                 old.map(|o| &o.invalidated_by_episode),
             ),
             prior_invalid_at: cell(&self.prior_invalid_at, old.map(|o| &o.prior_invalid_at)),
+            stated_windows: cell(&self.stated_windows, old.map(|o| &o.stated_windows)),
         }
     }
 }
@@ -452,6 +463,7 @@ impl FactWrite {
                 old.map(|o| &o.invalidated_by_episode),
             ),
             prior_invalid_at: merged(&self.prior_invalid_at, old.map(|o| &o.prior_invalid_at)),
+            stated_windows: merged(&self.stated_windows, old.map(|o| &o.stated_windows)),
         }
     }
 }
@@ -716,6 +728,7 @@ mod tests {
             reference_time: ts("2025-01-05T00:00:00Z"),
             attributes,
             invalidated_by: None,
+            stated_windows: Vec::new(),
         }
     }
 

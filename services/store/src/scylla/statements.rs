@@ -67,7 +67,7 @@ macro_rules! entity_columns {
 }
 macro_rules! fact_columns {
     () => {
-        "group_id, uuid, source_node_uuid, target_node_uuid, name, fact, fact_embedding, episodes, created_at, valid_at, invalid_at, expired_at, reference_time, attributes, invalidated_by_fact, invalidated_by_episode, prior_invalid_at"
+        "group_id, uuid, source_node_uuid, target_node_uuid, name, fact, fact_embedding, episodes, created_at, valid_at, invalid_at, expired_at, reference_time, attributes, invalidated_by_fact, invalidated_by_episode, prior_invalid_at, stated_windows"
     };
 }
 macro_rules! saga_columns {
@@ -246,7 +246,7 @@ impl Stmt {
             Stmt::InsertFact => concat!(
                 "INSERT INTO ${ks}.facts (",
                 fact_columns!(),
-                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             Stmt::DeleteFact => "DELETE FROM ${ks}.facts WHERE group_id = ? AND uuid = ?",
             Stmt::InsertFactEnd => {
