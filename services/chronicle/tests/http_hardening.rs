@@ -98,6 +98,22 @@ async fn without_tokens_only_loopback_hosts_and_origins_are_served() {
     )
     .await;
     assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
+    // A body that is not JSON gets JSON-RPC's parse error, not a hang or 500.
+    let garbage = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":";
+    let (reply, _) = raw(
+        &addr,
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{garbage}",
+            garbage.len()
+        )
+        .as_bytes(),
+        wait,
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(reply.contains("-32700"), "{reply}");
     // Nothing of the refused posts was appended; a loopback one is served.
     assert_eq!(s.appended().await, 0);
     let (reply, _) = raw(

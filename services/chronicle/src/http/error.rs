@@ -57,7 +57,29 @@ impl ApiError {
         }
     }
 
-    /// 401: no usable token.
+    /// 408: the body did not arrive within the deadline (a slow client).
+    pub fn body_timeout(deadline: std::time::Duration) -> Self {
+        ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            error: format!(
+                "the body did not arrive within {} ms; send it at once",
+                deadline.as_millis()
+            ),
+            field: Some("body".into()),
+        }
+    }
+
+    /// 413: the body is over `--max-body-bytes`.
+    pub fn body_too_large() -> Self {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            error: "body is larger than this server accepts (--max-body-bytes); split the batch"
+                .into(),
+            field: Some("body".into()),
+        }
+    }
+
+    /// 401: no known bearer token.
     pub fn unauthorized(error: impl Into<String>) -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, error)
     }

@@ -43,23 +43,10 @@ impl FromRequest<AppState> for Body {
         let deadline = state.options.body_timeout;
         let read = tokio::time::timeout(deadline, Bytes::from_request(req, state))
             .await
-            .map_err(|_| ApiError {
-                status: StatusCode::REQUEST_TIMEOUT,
-                error: format!(
-                    "the body did not arrive within {} ms; send it at once",
-                    deadline.as_millis()
-                ),
-                field: Some("body".into()),
-            })?;
+            .map_err(|_| ApiError::body_timeout(deadline))?;
         let bytes = read.map_err(|e: BytesRejection| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError {
-                    status: StatusCode::PAYLOAD_TOO_LARGE,
-                    error: "body is larger than this server accepts (--max-body-bytes); \
-                            split the batch"
-                        .into(),
-                    field: Some("body".into()),
-                }
+                ApiError::body_too_large()
             } else {
                 ApiError::bad_request("body", format!("could not read the body: {e}"))
             }

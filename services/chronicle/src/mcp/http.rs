@@ -14,11 +14,12 @@
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -55,9 +56,53 @@ pub fn routes<S: Clone + Send + Sync + 'static>(
     Router::new()
         .route_service(PATH, service)
         .route_layer(from_fn_with_state(
+            BodyLimits {
+                max_bytes: options.max_body_bytes,
+                timeout: options.body_timeout,
+            },
+            parse_errors,
+        ))
+        .route_layer(from_fn_with_state(
             options.auth.clone().map(Arc::new),
             authenticate,
         ))
+}
+
+/// How much of a request body the parse check reads, and for how long.
+#[derive(Clone, Copy)]
+struct BodyLimits {
+    max_bytes: usize,
+    timeout: std::time::Duration,
+}
+
+/// A POST body that is not JSON gets JSON-RPC's own answer, a parse error
+/// (-32700, HTTP 400), rather than a transport-level status; a body over the
+/// limit 413 and a body slower than the deadline 408, as on the REST routes.
+async fn parse_errors(State(limits): State<BodyLimits>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let read = axum::body::to_bytes(body, limits.max_bytes);
+    let bytes = match tokio::time::timeout(limits.timeout, read).await {
+        Err(_) => {
+            return ApiError::body_timeout(limits.timeout).into_response();
+        }
+        Ok(Err(_)) => {
+            return ApiError::body_too_large().into_response();
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": { "code": -32700, "message": format!("Parse error: {e}") },
+        });
+        return (StatusCode::BAD_REQUEST, Json(body)).into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// Establishes the caller of an MCP request: 401 without a known token
