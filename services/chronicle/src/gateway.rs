@@ -254,18 +254,30 @@ impl Gateway {
                 payload: self.node.commands.encode(c),
             })
             .collect();
-        let appended = self
-            .node
-            .log
-            .append(&self.node.topics.episodes, records, None)
-            .await?;
-        let mut receipts = Vec::with_capacity(commands.len());
-        for (c, a) in commands.iter().zip(appended) {
+        // Counted before the append is awaited: the processor may decide a
+        // record before this call returns, and `processed` must never read
+        // ahead of `appended`. A failed append (the caller gets a 5xx) is the
+        // rare over-count, and `chronicle_log_append_failures_total` says so.
+        for c in &commands {
             METRICS
                 .episodes_appended
                 .with_label_values(&[c.name()])
                 .inc();
             METRICS.log_appends.with_label_values(&["episodes"]).inc();
+        }
+        let appended = self
+            .node
+            .log
+            .append(&self.node.topics.episodes, records, None)
+            .await
+            .inspect_err(|_| {
+                METRICS
+                    .log_append_failures
+                    .with_label_values(&["episodes"])
+                    .inc_by(commands.len() as u64)
+            })?;
+        let mut receipts = Vec::with_capacity(commands.len());
+        for (c, a) in commands.iter().zip(appended) {
             let position = LogPosition {
                 partition: a.partition,
                 offset: a.offset,

@@ -71,6 +71,9 @@ pub struct Metrics {
     pub mcp_tool_duration: HistogramVec,
     /// Records appended to the log, by topic.
     pub log_appends: IntCounterVec,
+    /// Records whose append failed, by topic (counted in `log_appends` too,
+    /// which is bumped before the append so it never trails the consumers).
+    pub log_append_failures: IntCounterVec,
     /// Whether this process is ready (1) or not (0).
     pub ready: IntGauge,
     names: Vec<String>,
@@ -243,6 +246,11 @@ impl Metrics {
             log_appends: counter(
                 "chronicle_log_appends_total",
                 "Records appended to the log, by topic.",
+                &["topic"],
+            ),
+            log_append_failures: counter(
+                "chronicle_log_append_failures_total",
+                "Records whose append to the log failed, by topic.",
                 &["topic"],
             ),
             ready,

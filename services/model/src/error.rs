@@ -44,6 +44,13 @@ pub enum GroupIdError {
         /// Its char index.
         position: usize,
     },
+    /// Starts with '.' or '-': `.`/`..` read as paths and `-x` as a flag
+    /// wherever the id becomes a file name or a command-line argument.
+    #[error("group_id must start with an ASCII letter, digit or '_', not {first:?}")]
+    BadStart {
+        /// The first character.
+        first: char,
+    },
 }
 
 /// Why an episode's content could not be understood.

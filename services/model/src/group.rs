@@ -9,7 +9,8 @@ use crate::error::GroupIdError;
 /// A tenant's graph partition, validated at the edge.
 ///
 /// It becomes a Kafka key, a ScyllaDB partition key, an index filter term and
-/// a file-safe name, so it is limited to 1..=128 bytes of `[A-Za-z0-9_.-]`.
+/// a file-safe name, so it is limited to 1..=128 bytes of `[A-Za-z0-9_.-]`,
+/// not starting with '.' or '-' (no `.`, `..` or flag-like ids).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct GroupId(String);
@@ -30,6 +31,9 @@ impl GroupId {
             .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
         {
             return Err(GroupIdError::InvalidChar { ch, position });
+        }
+        if let Some(first @ ('.' | '-')) = id.chars().next() {
+            return Err(GroupIdError::BadStart { first });
         }
         if id.len() > Self::MAX_LEN {
             return Err(GroupIdError::TooLong {
@@ -77,7 +81,15 @@ mod tests {
 
     #[test]
     fn accepts_documented_charset() {
-        for ok in ["tenant_06", "conv-26", "a", "A.b-c_9", &"x".repeat(128)] {
+        for ok in [
+            "tenant_06",
+            "conv-26",
+            "a",
+            "A.b-c_9",
+            "_default",
+            "v1.",
+            &"x".repeat(128),
+        ] {
             assert!(GroupId::new(ok).is_ok(), "{ok}");
         }
     }
@@ -103,5 +115,14 @@ mod tests {
                 .contains("position 6")
         );
         assert!(serde_json::from_str::<GroupId>("\"bad id\"").is_err());
+        for (bad, first) in [
+            (".", '.'),
+            ("..", '.'),
+            ("-", '-'),
+            ("-rf", '-'),
+            (".git", '.'),
+        ] {
+            assert_eq!(GroupId::new(bad), Err(GroupIdError::BadStart { first }));
+        }
     }
 }

@@ -63,14 +63,26 @@ pub fn main(cli: Cli) -> ExitCode {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CHRONICLE_LOG_LEVEL")
-        // rmcp warns about every error response, which for a tool call is
-        // the caller's mistake (a bad argument, another group), not ours.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp::service=error"));
+    let filter = tracing_subscriber::EnvFilter::new(log_directives(
+        std::env::var("CHRONICLE_LOG_LEVEL").ok().as_deref(),
+    ));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// The tracing filter for a `CHRONICLE_LOG_LEVEL` value. rmcp logs whole
+/// requests and results (tool arguments: tenants' episode content) at debug
+/// and trace, so unless the value names rmcp itself it stays at info; and it
+/// warns about every error response, which for a tool call is the caller's
+/// mistake (a bad argument, another group), so by default only errors.
+fn log_directives(level: Option<&str>) -> String {
+    match level.map(str::trim).filter(|l| !l.is_empty()) {
+        None => "warn,rmcp::service=error".to_owned(),
+        Some(l) if l.contains("rmcp") => l.to_owned(),
+        Some(l) => format!("{l},rmcp=info"),
+    }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -312,6 +324,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn tool_arguments_stay_out_of_debug_logs_unless_rmcp_is_asked_for() {
+        assert_eq!(log_directives(None), "warn,rmcp::service=error");
+        assert_eq!(log_directives(Some(" ")), "warn,rmcp::service=error");
+        assert_eq!(log_directives(Some("debug")), "debug,rmcp=info");
+        assert_eq!(
+            log_directives(Some("info,rmcp=trace")),
+            "info,rmcp=trace",
+            "an explicit rmcp directive is the operator's choice"
+        );
+        for level in [None, Some("debug"), Some("chronicle=trace")] {
+            let directives = log_directives(level);
+            assert!(
+                tracing_subscriber::EnvFilter::try_new(&directives).is_ok(),
+                "{directives}"
+            );
         }
     }
 }
