@@ -12,7 +12,7 @@ test *ARGS:
 
 # Benchmarks (release build), one JSON object per line.
 bench:
-    source scripts/env.sh && cargo build --release -p chronicle --features bench-broker
+    source scripts/env.sh && cargo build --release -p chronicle --features bench-broker,bench-fakes
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench log
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
@@ -28,7 +28,7 @@ fmt:
 
 # Lints, warnings as errors.
 lint:
-    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets --features chronicle/bench-broker -- -D warnings
+    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets --features chronicle/bench-broker,chronicle/bench-fakes -- -D warnings
 
 # Rebuild the projection of DATA from its log.
 rebuild DATA=".data":
@@ -45,3 +45,7 @@ up:
 # Opt-in: chronicle's OpenAI adapter against a real tiny LLM (llama.cpp + SmolLM2); not in CI.
 e2e-llm:
     scripts/e2e-llm.sh
+
+# Fuzz one target (temporal, offline_extractor, codec, http_decode, mcp_decode) for SECONDS; needs nightly and cargo-fuzz.
+fuzz TARGET SECONDS="60":
+    scripts/fuzz.sh {{TARGET}} {{SECONDS}}

@@ -641,7 +641,12 @@ async fn guarded<T>(
 }
 
 fn retryable(e: &DecideError) -> bool {
-    matches!(e, DecideError::Llm(_) | DecideError::EmbeddingCount { .. })
+    matches!(
+        e,
+        DecideError::Llm(_)
+            | DecideError::EmbeddingCount { .. }
+            | DecideError::NonFiniteEmbedding { .. }
+    )
 }
 
 fn record_metrics(batch: &EventBatch, took: Duration) {

@@ -286,3 +286,53 @@ proptest! {
         let _ = codec.decode(&corrupted);
     }
 }
+
+/// The codec fuzz target's seeds are records of today's schemas: one per
+/// command and one batch of every event kind. `CHRONICLE_WRITE_FUZZ_SEEDS=1`
+/// rewrites them; otherwise this checks they still decode, so the fuzzer
+/// never starts from stale bytes.
+#[test]
+fn the_fuzz_seeds_are_records_of_the_current_schemas() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/codec");
+    let mut seeds: Vec<(String, Vec<u8>)> = commands()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("seed-command-{i}"), COMMANDS.encode(c)))
+        .collect();
+    seeds.push((
+        "seed-events".into(),
+        EVENTS.encode(&batch_of_every_kind(&group("g"))),
+    ));
+    if std::env::var_os("CHRONICLE_WRITE_FUZZ_SEEDS").is_some() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in &seeds {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+    for (name, bytes) in &seeds {
+        let stored = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            &stored, bytes,
+            "{name} is stale: rerun with CHRONICLE_WRITE_FUZZ_SEEDS=1"
+        );
+    }
+}
+
+/// Found by the codec fuzz target: a NaN decoded into an embedding, where
+/// it would poison every distance (and the indices' order) downstream.
+#[test]
+fn a_non_finite_embedding_value_is_a_malformed_record() {
+    for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut batch = batch_of_every_kind(&group("g"));
+        for event in &mut batch.events {
+            if let EventKind::EpisodeRecorded { episode } = &mut event.kind {
+                episode.content_embedding = Some(vec![0.5, bad]);
+            }
+        }
+        let err = EVENTS.decode(&EVENTS.encode(&batch)).unwrap_err();
+        assert!(
+            matches!(err, CodecError::Field { ref reason, .. } if reason.contains("finite")),
+            "{err}"
+        );
+    }
+}

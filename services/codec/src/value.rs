@@ -230,7 +230,13 @@ impl Fields {
             Some(Value::Array(items)) => items
                 .into_iter()
                 .map(|v| match v {
-                    Value::Float(f) => Ok(f),
+                    // A NaN or infinity would poison every distance it enters
+                    // (and the indices' ordering): such a record is malformed.
+                    Value::Float(f) if f.is_finite() => Ok(f),
+                    Value::Float(f) => Err(CodecError::field(
+                        self.path(name),
+                        format!("{f} in an embedding; only finite values are allowed"),
+                    )),
                     other => Err(self.err(name, "a float", &other)),
                 })
                 .collect::<Result<_, _>>()

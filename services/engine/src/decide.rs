@@ -117,6 +117,13 @@ pub enum DecideError {
         /// Texts sent.
         want: usize,
     },
+    /// The embedder returned a NaN or an infinity: written to the log it
+    /// would make the record malformed and poison every distance.
+    #[error("embedder returned a non-finite value for text {text}")]
+    NonFiniteEmbedding {
+        /// Index of the text in the request.
+        text: usize,
+    },
 }
 
 /// The resolution tiers, for stats and metrics.
@@ -547,6 +554,12 @@ impl Decider {
                 got: vectors.len(),
                 want: texts.len(),
             });
+        }
+        if let Some(text) = vectors
+            .iter()
+            .position(|v| v.iter().any(|x| !x.is_finite()))
+        {
+            return Err(DecideError::NonFiniteEmbedding { text });
         }
         stats.embeddings += texts.len() as u64;
         Ok(vectors)

@@ -1520,3 +1520,92 @@ proptest::proptest! {
         proptest::prop_assert_eq!(truth(items), truth(shuffled));
     }
 }
+
+/// Text that mixes arbitrary Unicode (including characters whose case
+/// mappings change their byte length) with time expressions of any size.
+fn hostile_content() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        "\\PC{0,40}",
+        "[A-Z][a-z]{1,8} (moved to|lives in|works at|left) [A-Z][a-z]{1,8}",
+        (0i64..i64::MAX, "(days|weeks|months|years|hours) ago")
+            .prop_map(|(n, u)| format!("since {n} {u}")),
+        (-100_000i32..100_000, 1u32..13).prop_map(|(y, m)| format!("in {y}-{m:02}")),
+        Just("\u{212A}\u{0130}\u{1E9E}ﬃ".to_owned()),
+        Just("Alice: I moved to Paris last summer.\n".to_owned()),
+    ];
+    proptest::collection::vec(piece, 0..12).prop_map(|p| p.join(" "))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// No content and no reference time makes a decision panic, and what
+    /// it decides folds without panicking either.
+    #[test]
+    fn deciding_any_text_at_any_time_never_panics(
+        contents in proptest::collection::vec(hostile_content(), 1..4),
+        micros in Timestamp::MIN.as_micros()..=Timestamp::MAX.as_micros(),
+        message in proptest::prelude::any::<bool>(),
+    ) {
+        let g = group("hostile");
+        let at = Timestamp::from_micros(micros).expect("in range");
+        let items: Vec<Accepted> = contents
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut a = episode(&g, i as u128 + 1, c, "2024-01-01T00:00:00Z");
+                if let Command::AddEpisode(e) = &mut a.command {
+                    e.reference_time = at;
+                    if !message {
+                        e.source = EpisodeType::Text;
+                    }
+                }
+                a
+            })
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let d = offline();
+            let mut s = GroupState::new(g.clone());
+            for a in &items {
+                if let Ok(batch) = d.decide(&s, a).await {
+                    apply_batch(&mut s, &batch);
+                }
+            }
+        });
+    }
+}
+
+/// An embedder that answers NaN.
+struct NanEmbedder;
+
+#[async_trait]
+impl Embedder for NanEmbedder {
+    fn describe(&self) -> String {
+        "nan".into()
+    }
+    fn dimension(&self) -> usize {
+        2
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        Ok(texts.iter().map(|_| vec![0.5, f32::NAN]).collect())
+    }
+}
+
+#[tokio::test]
+async fn a_non_finite_embedding_fails_the_decision_instead_of_reaching_the_log() {
+    let d = Decider::new(
+        Arc::new(OfflineExtractor),
+        Arc::new(NanEmbedder),
+        Default::default(),
+        DecideConfig::default(),
+    );
+    let g = group("nan");
+    let s = GroupState::new(g.clone());
+    let a = episode(&g, 1, "Alice: I moved to Paris.", "2024-01-01T00:00:00Z");
+    assert!(matches!(
+        d.decide(&s, &a).await,
+        Err(crate::DecideError::NonFiniteEmbedding { .. })
+    ));
+}

@@ -10,8 +10,9 @@
 //! * [`OpenAiEmbedder`], [`MiniLmEmbedder`] (local, CPU) and
 //!   [`HashEmbedder`] (no model) for the
 //!   [`Embedder`](chronicle_engine::ports::Embedder) port;
-//! * [`fake::FakeOpenAi`] — a loopback server speaking the same wire format,
-//!   for tests and benchmarks.
+//! * `fake::FakeOpenAi` (cargo feature `fake`, never in the default build) —
+//!   a loopback server speaking the same wire format, for tests and
+//!   benchmarks.
 
 mod answers;
 mod cache;
@@ -20,6 +21,7 @@ mod config;
 mod embed;
 mod error;
 mod extractor;
+#[cfg(feature = "fake")]
 pub mod fake;
 pub mod prompts;
 

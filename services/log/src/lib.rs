@@ -11,6 +11,7 @@ mod error;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod membership;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 use std::time::Duration;

@@ -4,17 +4,13 @@
 //! With `--extractor openai` and no endpoint configured, a local
 //! OpenAI-compatible server answers instantly (with the offline extractor's
 //! reading of the episode, so the graph is realistic) and counts every call
-//! and prompt character.
+//! and prompt character (cargo feature `bench-fakes`; the default build has
+//! no fake in it).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chronicle_engine::OfflineExtractor;
-use chronicle_engine::ontology::Ontology;
-use chronicle_engine::ports::PromptKind;
-use chronicle_llm::fake::{FakeOpenAi, FakeReply, minimal_reply};
-use chronicle_model::{Command, EpisodeType, GroupId};
+use chronicle_model::{Command, GroupId};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -25,7 +21,15 @@ use crate::processor::ProcessorOptions;
 use crate::runtime;
 
 /// Starts a fake endpoint whose extraction answers are the offline extractor's.
-async fn instant_llm() -> anyhow::Result<FakeOpenAi> {
+#[cfg(feature = "bench-fakes")]
+async fn instant_llm() -> anyhow::Result<chronicle_llm::fake::FakeOpenAi> {
+    use std::sync::Arc;
+
+    use chronicle_engine::OfflineExtractor;
+    use chronicle_engine::ontology::Ontology;
+    use chronicle_engine::ports::PromptKind;
+    use chronicle_llm::fake::{FakeOpenAi, FakeReply, minimal_reply};
+    use chronicle_model::EpisodeType;
     let ontology = Ontology::default();
     let fake = FakeOpenAi::start().await?;
     fake.set_responder(Arc::new(move |req| match req.kind() {
@@ -69,6 +73,7 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
     s.data = dir.path().to_path_buf();
     s.log = LogUri::Embedded;
     s.store = StoreUri::Embedded;
+    #[cfg(feature = "bench-fakes")]
     let fake = match (s.extractor, &s.llm_base_url) {
         (ExtractorKind::Openai, None) => {
             let f = instant_llm().await?;
@@ -77,6 +82,14 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
         }
         _ => None,
     };
+    #[cfg(not(feature = "bench-fakes"))]
+    anyhow::ensure!(
+        !matches!(
+            (s.extractor, &s.llm_base_url),
+            (ExtractorKind::Openai, None)
+        ),
+        "--fake-llm (the OpenAI adapter without an endpoint) needs an instant fake model: build with --features bench-fakes, or give --llm-base-url"
+    );
     let node = Node::open(s).await?;
     let (commands, errors) = crate::commands::parse_jsonl(&fs_err::read_to_string(workload)?);
     anyhow::ensure!(
@@ -120,6 +133,7 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
     let stats = crate::commands::log_stats(&node, None).await?;
     let counts = node.store.counts(None).await?;
     let calls: u64 = stats.llm_calls.values().sum();
+    #[cfg(feature = "bench-fakes")]
     let (http_calls, prompt_chars) = fake
         .as_ref()
         .map(|f| {
@@ -127,6 +141,8 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
             (Some(st.chat_requests), Some(st.chat_prompt_chars))
         })
         .unwrap_or((None, None));
+    #[cfg(not(feature = "bench-fakes"))]
+    let (http_calls, prompt_chars): (Option<usize>, Option<usize>) = (None, None);
     let per = |x: usize| x as f64 / episodes as f64;
     println!(
         "{}",

@@ -1,6 +1,7 @@
 //! Benchmarks: figures printed as JSON, one object per line.
 
 pub mod api;
+#[cfg(feature = "bench-fakes")]
 pub mod communities;
 pub mod ingest;
 pub mod kafka;

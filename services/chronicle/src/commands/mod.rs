@@ -319,9 +319,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     crate::bench::recall::run(&settings, &episodes, &questions, &k, &recipes)
                         .await?
                 }
+                #[cfg(feature = "bench-fakes")]
                 BenchCommand::Communities { entities } => {
                     crate::bench::communities::run(&entities).await?
                 }
+                #[cfg(not(feature = "bench-fakes"))]
+                BenchCommand::Communities { .. } => anyhow::bail!(
+                    "bench communities counts calls on an instant fake model: build with --features bench-fakes"
+                ),
             }
             Ok(ExitCode::SUCCESS)
         }

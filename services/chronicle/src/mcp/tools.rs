@@ -237,9 +237,43 @@ pub struct Ctx<'a> {
     pub caller: &'a Caller,
 }
 
-/// Runs a tool: validates `group_id`, checks the caller against it with the
-/// tool's access, decodes the remaining arguments, runs the body.
-pub async fn call(ctx: &Ctx<'_>, name: &str, mut args: JsonObject) -> Result<Value, ApiError> {
+/// A tool call decoded: its table entry, its group and its typed
+/// arguments. Decoding is pure (no node, no clock but the one given), so
+/// every malformed call is a 400 before anything runs, and it can be fuzzed.
+pub struct DecodedCall {
+    /// The tool's table entry.
+    pub spec: &'static ToolSpec,
+    /// The group the call reads or writes.
+    pub group: GroupId,
+    /// The remaining arguments, typed.
+    pub args: ToolArgs,
+}
+
+/// Each tool's arguments; writes arrive as the command they append.
+#[allow(missing_docs)]
+pub enum ToolArgs {
+    AddMemory(Command),
+    SearchMemory(SearchMemory),
+    GetContext(GetContext),
+    SearchNodes(SearchNodes),
+    SearchFacts(SearchFacts),
+    GetEpisodes(GetEpisodes),
+    GetEpisodeEntities(GetEpisodeEntities),
+    GetEntityEdge(GetEntityEdge),
+    DeleteEpisode(DeleteEpisode),
+    AddTriplet(Command),
+    BuildCommunities,
+    SummarizeSaga(SummarizeSaga),
+    GetStatus(GetStatus),
+}
+
+/// Decodes a call: the tool by name, `group_id` first, then the rest of
+/// the arguments into the tool's type (episodes validated against `now`).
+pub fn decode_call(
+    name: &str,
+    mut args: JsonObject,
+    now: Timestamp,
+) -> Result<DecodedCall, ApiError> {
     let spec = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| {
         ApiError::bad_request("name", format!("no tool named `{name}`; see tools/list"))
     })?;
@@ -253,21 +287,55 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, mut args: JsonObject) -> Result<Val
             ));
         }
     };
-    ctx.caller.check(&group, spec.access)?;
-    let g = &group;
-    match spec.name {
-        "add_memory" => add_memory(ctx, g, decode_args(args)?).await,
-        "search_memory" => search_memory(ctx, g, decode_args(args)?).await,
-        "get_context" => get_context(ctx, g, decode_args(args)?).await,
-        "search_nodes" => search_nodes(ctx, g, decode_args(args)?).await,
-        "search_memory_facts" => search_memory_facts(ctx, g, decode_args(args)?).await,
-        "get_episodes" => get_episodes(ctx, g, decode_args(args)?).await,
-        "get_episode_entities" => get_episode_entities(ctx, g, decode_args(args)?).await,
-        "get_entity_edge" => get_entity_edge(ctx, g, decode_args(args)?).await,
-        "delete_episode" => delete_episode(ctx, g, decode_args(args)?).await,
-        "add_triplet" => add_triplet(ctx, g, decode_args(args)?).await,
+    let args = match spec.name {
+        "add_memory" => ToolArgs::AddMemory(add_memory_command(&group, decode_args(args)?, now)?),
+        "search_memory" => ToolArgs::SearchMemory(decode_args(args)?),
+        "get_context" => ToolArgs::GetContext(decode_args(args)?),
+        "search_nodes" => ToolArgs::SearchNodes(decode_args(args)?),
+        "search_memory_facts" => ToolArgs::SearchFacts(decode_args(args)?),
+        "get_episodes" => ToolArgs::GetEpisodes(decode_args(args)?),
+        "get_episode_entities" => ToolArgs::GetEpisodeEntities(decode_args(args)?),
+        "get_entity_edge" => ToolArgs::GetEntityEdge(decode_args(args)?),
+        "delete_episode" => ToolArgs::DeleteEpisode(decode_args(args)?),
+        "add_triplet" => {
+            let t: TripletInput = decode_args(args)?;
+            ToolArgs::AddTriplet(Command::AddEpisode(t.into_episode(&group, now)?))
+        }
         "build_communities" => {
             let BuildCommunities {} = decode_args(args)?;
+            ToolArgs::BuildCommunities
+        }
+        "summarize_saga" => ToolArgs::SummarizeSaga(decode_args(args)?),
+        "get_status" => ToolArgs::GetStatus(decode_args(args)?),
+        other => {
+            return Err(ApiError::internal(
+                "dispatching an MCP tool",
+                &format!("`{other}` is in the table but has no decoder"),
+            ));
+        }
+    };
+    Ok(DecodedCall { spec, group, args })
+}
+
+/// Runs a tool: decodes the call, checks the caller against its group with
+/// the tool's access, runs the body.
+pub async fn call(ctx: &Ctx<'_>, name: &str, args: JsonObject) -> Result<Value, ApiError> {
+    let DecodedCall { spec, group, args } = decode_call(name, args, now())?;
+    ctx.caller.check(&group, spec.access)?;
+    let g = &group;
+    match args {
+        ToolArgs::AddMemory(command) | ToolArgs::AddTriplet(command) => {
+            accept(ctx, g, command).await
+        }
+        ToolArgs::SearchMemory(a) => search_memory(ctx, g, a).await,
+        ToolArgs::GetContext(a) => get_context(ctx, g, a).await,
+        ToolArgs::SearchNodes(a) => search_nodes(ctx, g, a).await,
+        ToolArgs::SearchFacts(a) => search_memory_facts(ctx, g, a).await,
+        ToolArgs::GetEpisodes(a) => get_episodes(ctx, g, a).await,
+        ToolArgs::GetEpisodeEntities(a) => get_episode_entities(ctx, g, a).await,
+        ToolArgs::GetEntityEdge(a) => get_entity_edge(ctx, g, a).await,
+        ToolArgs::DeleteEpisode(a) => delete_episode(ctx, g, a).await,
+        ToolArgs::BuildCommunities => {
             let uuid = Uuid::new_v4();
             accept(
                 ctx,
@@ -279,12 +347,8 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, mut args: JsonObject) -> Result<Val
             )
             .await
         }
-        "summarize_saga" => summarize_saga(ctx, g, decode_args(args)?).await,
-        "get_status" => get_status(ctx, g, decode_args(args)?).await,
-        other => Err(ApiError::internal(
-            "dispatching an MCP tool",
-            &format!("`{other}` is in the table but has no body"),
-        )),
+        ToolArgs::SummarizeSaga(a) => summarize_saga(ctx, g, a).await,
+        ToolArgs::GetStatus(a) => get_status(ctx, g, a).await,
     }
 }
 
@@ -375,7 +439,7 @@ pub struct AddMemory {
     metadata: Option<Attributes>,
 }
 
-async fn add_memory(ctx: &Ctx<'_>, group: &GroupId, a: AddMemory) -> Result<Value, ApiError> {
+fn add_memory_command(group: &GroupId, a: AddMemory, now: Timestamp) -> Result<Command, ApiError> {
     let input = EpisodeInput {
         group_id: None,
         name: a.name,
@@ -388,7 +452,7 @@ async fn add_memory(ctx: &Ctx<'_>, group: &GroupId, a: AddMemory) -> Result<Valu
         saga: a.saga,
         metadata: a.metadata,
     };
-    let episode = input.into_command(Some(group), Some(now())).map_err(|e| {
+    let episode = input.into_command(Some(group), Some(now)).map_err(|e| {
         // The gateway's field is `content`; this tool calls it `episode_body`.
         let field = if e.field == "content" {
             "episode_body".to_owned()
@@ -397,12 +461,7 @@ async fn add_memory(ctx: &Ctx<'_>, group: &GroupId, a: AddMemory) -> Result<Valu
         };
         ApiError::bad_request(field, e.message)
     })?;
-    accept(ctx, group, Command::AddEpisode(episode)).await
-}
-
-async fn add_triplet(ctx: &Ctx<'_>, group: &GroupId, t: TripletInput) -> Result<Value, ApiError> {
-    let episode = t.into_episode(group, now())?;
-    accept(ctx, group, Command::AddEpisode(episode)).await
+    Ok(Command::AddEpisode(episode))
 }
 
 /// `search_memory` arguments.
