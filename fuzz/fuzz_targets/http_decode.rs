@@ -2,8 +2,8 @@
 //! naming the field, never a panic or a 5xx.
 #![no_main]
 
-use chronicle::http::decode;
-use chronicle::http::error::ApiError;
+use chronicle::app::decode;
+use chronicle::app::error::ApiError;
 use chronicle_model::{GroupId, Timestamp};
 use libfuzzer_sys::fuzz_target;
 

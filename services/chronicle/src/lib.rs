@@ -1,6 +1,7 @@
 //! chronicle's service binary: the roles (gateway, processor, projector,
 //! query) on a [`node::Node`], and the command line.
 
+pub mod app;
 pub mod bench;
 pub mod cli;
 pub mod commands;

@@ -24,7 +24,7 @@ use std::time::Duration;
 use anyhow::Context;
 use base64::Engine;
 use chronicle_engine::{Accepted, DecideError, GroupState, apply_batch};
-use chronicle_log::{Assignment, NewRecord, OffsetCommit, Record};
+use chronicle_log::{Assignment, EventLog, NewRecord, OffsetCommit, Record};
 use chronicle_metrics::METRICS;
 use chronicle_model::{
     Command, EventBatch, EventKind, GroupId, IdKind, LogPosition, Timestamp, derive_named_id,
@@ -85,8 +85,12 @@ pub struct DeadLetter<'a> {
 }
 
 /// Appends a dead-letter record for a log record.
+///
+/// One writer for the processor (undecodable commands, failed decisions)
+/// and the projector (undecodable graph events).
 pub async fn dead_letter(
-    node: &Node,
+    log: &dyn EventLog,
+    dlq: &str,
     topic: &str,
     record: &Record,
     reason: &str,
@@ -99,16 +103,15 @@ pub async fn dead_letter(
         key: String::from_utf8_lossy(&record.key).into_owned(),
         payload_base64: base64::engine::general_purpose::STANDARD.encode(&record.payload),
     };
-    node.log
-        .append(
-            &node.topics.dlq,
-            vec![NewRecord {
-                key: record.key.clone(),
-                payload: serde_json::to_vec(&letter)?,
-            }],
-            None,
-        )
-        .await?;
+    log.append(
+        dlq,
+        vec![NewRecord {
+            key: record.key.clone(),
+            payload: serde_json::to_vec(&letter)?,
+        }],
+        None,
+    )
+    .await?;
     METRICS.log_appends.with_label_values(&["dlq"]).inc();
     tracing::warn!(
         topic,
@@ -412,7 +415,7 @@ impl Processor {
             ),
             (Err(e), _) => format!("undecodable command: {e}"),
         };
-        dead_letter(node, topic, r, &reason).await?;
+        dead_letter(&*node.log, &node.topics.dlq, topic, r, &reason).await?;
         if let Some(group) = key_group {
             let uuid = derive_named_id(
                 topic,
@@ -579,7 +582,14 @@ impl Processor {
                             key: a.command.group_id().as_str().as_bytes().to_vec(),
                             payload: node.commands.encode(&a.command),
                         };
-                        dead_letter(&node, &node.topics.episodes, &record, &reason).await?;
+                        dead_letter(
+                            &*node.log,
+                            &node.topics.dlq,
+                            &node.topics.episodes,
+                            &record,
+                            &reason,
+                        )
+                        .await?;
                         METRICS
                             .episodes_processed
                             .with_label_values(&["dead_lettered"])

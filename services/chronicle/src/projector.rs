@@ -248,27 +248,14 @@ impl Projection {
                         }
                         Err(e) => {
                             report.dead_lettered += 1;
-                            let letter = crate::processor::DeadLetter {
-                                reason: &format!("undecodable graph-events record: {e}"),
-                                topic: &self.topic,
-                                partition: p,
-                                offset: r.offset,
-                                key: String::from_utf8_lossy(&r.key).into_owned(),
-                                payload_base64: base64::Engine::encode(
-                                    &base64::engine::general_purpose::STANDARD,
-                                    &r.payload,
-                                ),
-                            };
-                            self.log
-                                .append(
-                                    &self.dlq,
-                                    vec![chronicle_log::NewRecord {
-                                        key: r.key.clone(),
-                                        payload: serde_json::to_vec(&letter)?,
-                                    }],
-                                    None,
-                                )
-                                .await?;
+                            crate::processor::dead_letter(
+                                &*self.log,
+                                &self.dlq,
+                                &self.topic,
+                                r,
+                                &format!("undecodable graph-events record: {e}"),
+                            )
+                            .await?;
                         }
                     }
                 }

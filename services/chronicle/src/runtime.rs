@@ -1,5 +1,5 @@
-//! Running the processor and the projector in this process, and waiting
-//! for them to catch up with the log.
+//! Running the processor and the projector in this process, waiting for
+//! them to catch up with the log, and the signal that ends a process.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -221,5 +221,28 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
+    }
+}
+
+/// Resolves when the process is asked to stop: Ctrl-C, or SIGTERM on Unix
+/// (what `docker stop` and Kubernetes send).
+pub async fn terminated() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
     }
 }

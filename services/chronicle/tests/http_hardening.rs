@@ -7,8 +7,8 @@ mod http_support;
 
 use std::time::{Duration, Instant};
 
+use chronicle::app::auth::Auth;
 use chronicle::http::HttpOptions;
-use chronicle::http::auth::Auth;
 use chronicle::http::listen::ConnectionLimits;
 use http_support::{start, start_with};
 use reqwest::StatusCode;

@@ -171,3 +171,44 @@ async fn http_mcp_without_tokens_on_loopback() {
     client.cancel().await.expect("clean close");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn poison_episodes_over_mcp_neither_stop_the_server_nor_the_group() {
+    let s = http_support::start(None, None).await;
+    let client = connect(&s.url, None).await.expect("connects");
+    let kelvin = "\u{212A}".repeat(8);
+    for content in [
+        "Alice moved to Paris since 300000000 days ago.".to_owned(),
+        format!("Alice lives in Paris{kelvin} and moved to Rome."),
+    ] {
+        let accepted = call(
+            &client,
+            "add_memory",
+            json!({"group_id": "acme", "episode_body": content,
+                   "reference_time": "2025-01-01T00:00:00Z"}),
+        )
+        .await;
+        let uuid = accepted["uuid"].as_str().expect("uuid").to_owned();
+        let status = settled(&client, "acme", &uuid).await;
+        assert!(
+            status["status"] == "processed" || status["status"] == "dead_lettered",
+            "{status}"
+        );
+    }
+    let after = call(
+        &client,
+        "add_memory",
+        json!({"group_id": "acme", "episode_body": "Ben: I work at Initech.", "source": "message"}),
+    )
+    .await;
+    let uuid = after["uuid"].as_str().expect("uuid").to_owned();
+    assert_eq!(settled(&client, "acme", &uuid).await["status"], "processed");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let health = http.get(format!("{}/healthz", s.url)).send().await;
+    assert_eq!(health.expect("healthz").status(), StatusCode::OK);
+    client.cancel().await.expect("clean close");
+    s.stop().await;
+}

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::app::auth::Auth;
 use crate::config::{EmbedderKind, ExtractorKind, Settings};
-use crate::http::auth::Auth;
 use crate::http::{HttpOptions, Server};
 use crate::node::{Node, Ports};
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::commands::read::fact_line;
-use crate::gateway::{Gateway, MAX_NAME_CHARS, parse_group};
+use crate::gateway::{Gateway, parse_group};
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
 use crate::query::{CommunityView, EpisodeProducts, Query, SagaView};
@@ -22,13 +22,8 @@ fn group(id: &str) -> anyhow::Result<GroupId> {
 }
 
 fn saga_name(name: &str) -> anyhow::Result<&str> {
-    if name.trim().is_empty() {
-        bail!("the saga name must not be empty");
-    }
-    if name.chars().count() > MAX_NAME_CHARS {
-        bail!("the saga name is longer than {MAX_NAME_CHARS} characters");
-    }
-    Ok(name)
+    crate::app::decode::saga_name("--saga", name)
+        .map_err(|e| anyhow::anyhow!("the saga name {}", e.error))
 }
 
 /// Appends one command, runs the processor and projector until it is

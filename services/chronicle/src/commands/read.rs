@@ -215,7 +215,7 @@ pub async fn context(
     json: bool,
 ) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let spec = crate::http::decode::context_spec(
+    let spec = crate::app::decode::context_spec(
         Some(query.to_owned()),
         None,
         Some(max_chars),

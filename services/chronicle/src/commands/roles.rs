@@ -19,7 +19,7 @@ use anyhow::Context;
 use axum::middleware::from_fn_with_state;
 use tokio::sync::watch;
 
-use crate::http::auth::Auth;
+use crate::app::auth::Auth;
 use crate::http::proxy::{self, Directory};
 use crate::http::{self as api, HttpOptions};
 use crate::node::Node;
@@ -29,22 +29,7 @@ use crate::processor::{Processor, ProcessorOptions};
 pub fn shutdown_signal() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
-        let ctrl_c = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        let term = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let term = std::future::pending::<()>();
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term => {}
-        }
+        crate::runtime::terminated().await;
         tracing::info!("shutting down");
         let _ = tx.send(true);
     });

@@ -8,14 +8,13 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chronicle_model::{Command, GroupId, LogPosition};
+use chronicle_model::{Command, LogPosition};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::decode;
-use super::error::ApiError;
 use super::{AppState, Scoped};
-use crate::gateway::MAX_NAME_CHARS;
+use crate::app::error::ApiError;
+use crate::app::{self, decode};
 use crate::query::Query;
 
 /// Appends one command; 202 with its id and log position (poll
@@ -69,35 +68,6 @@ pub async fn list_communities(
     Ok(Json(json!({ "communities": communities })).into_response())
 }
 
-/// A saga name from the path (percent-decoded by the router).
-fn saga_name(text: &str) -> Result<&str, ApiError> {
-    if text.trim().is_empty() {
-        return Err(ApiError::bad_request("name", "must not be empty"));
-    }
-    if text.chars().count() > MAX_NAME_CHARS {
-        return Err(ApiError::bad_request(
-            "name",
-            format!("longer than {MAX_NAME_CHARS} characters"),
-        ));
-    }
-    Ok(text)
-}
-
-fn no_saga() -> ApiError {
-    ApiError::not_found(
-        "name",
-        "no saga of this name in this group; a saga is created by the first episode that names it",
-    )
-}
-
-async fn saga_exists(state: &AppState, group: &GroupId, name: &str) -> Result<bool, ApiError> {
-    Ok(Query::new(&state.node)
-        .saga(group, name)
-        .await
-        .map_err(|e| ApiError::internal("reading the saga", &e))?
-        .is_some())
-}
-
 /// `GET /v1/groups/{group_id}/sagas/{name}`.
 pub async fn get_saga(
     State(state): State<AppState>,
@@ -106,12 +76,12 @@ pub async fn get_saga(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let name = saga_name(&name)?;
+    let name = decode::saga_name("name", &name)?;
     let saga = Query::new(&state.node)
         .saga(&group, name)
         .await
         .map_err(|e| ApiError::internal("reading the saga", &e))?
-        .ok_or_else(no_saga)?;
+        .ok_or_else(|| app::no_saga("name"))?;
     Ok(Json(saga).into_response())
 }
 
@@ -124,19 +94,8 @@ pub async fn summarize_saga(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let name = saga_name(&name)?;
-    if !saga_exists(&state, &group, name).await? {
-        return Err(no_saga());
-    }
-    accept(
-        &state,
-        Command::SummarizeSaga {
-            uuid: Uuid::new_v4(),
-            group_id: group,
-            saga: name.to_owned(),
-        },
-    )
-    .await
+    let command = app::summarize_saga(&state.node, &group, "name", &name).await?;
+    accept(&state, command).await
 }
 
 /// `GET /v1/groups/{group_id}/episodes/{uuid}/graph`: the entities the

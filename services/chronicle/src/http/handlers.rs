@@ -18,9 +18,10 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::decode::{self, EntityRef, Submissions};
-use super::error::ApiError;
 use super::{AppState, Scoped};
+use crate::app::decode::{self, EntityRef, Submissions};
+use crate::app::error::ApiError;
+use crate::app::{self, find_entity};
 use crate::gateway::Receipt;
 use crate::node::Node;
 use crate::query::{Query, QueryError, ResultItem};
@@ -188,33 +189,7 @@ pub async fn delete_episode(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let episode_uuid = decode::path_uuid("uuid", &uuid)?;
-    let known = state.node.status.get(&group, episode_uuid).is_some()
-        || state
-            .node
-            .store
-            .episode(&group, episode_uuid)
-            .await
-            .map_err(|e| ApiError::internal("looking the episode up", &e))?
-            .is_some();
-    if !known {
-        return Err(ApiError::not_found(
-            "uuid",
-            "no episode with this uuid in this group",
-        ));
-    }
-    let uuid = crate::gateway::retraction_id(&group, episode_uuid);
-    let receipts = state
-        .gateway
-        .submit(vec![Command::RetractEpisode {
-            uuid,
-            group_id: group,
-            episode_uuid,
-        }])
-        .await
-        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
-    let receipt = receipts
-        .first()
-        .ok_or_else(|| ApiError::internal("appending the retraction", &"no receipt"))?;
+    let receipt = &app::retract(&state.node, &state.gateway, &group, episode_uuid).await?;
     let mut body = serde_json::to_value(Accepted::from(receipt))
         .map_err(|e| ApiError::internal("encoding the receipt", &e))?;
     body["episode_uuid"] = json!(episode_uuid);
@@ -225,26 +200,6 @@ pub async fn delete_episode(
 fn public(mut e: Entity) -> Entity {
     e.name_embedding = None;
     e
-}
-
-/// Resolves an entity reference in the group; `None` when it does not exist.
-pub async fn find_entity(
-    node: &Node,
-    group: &GroupId,
-    r: &EntityRef,
-) -> Result<Option<Entity>, ApiError> {
-    match r {
-        EntityRef::Uuid(u) => node
-            .store
-            .entity(group, *u)
-            .await
-            .map_err(|e| ApiError::internal("looking the entity up", &e)),
-        EntityRef::Name(name) => match Query::new(node).entity_named(group, name).await {
-            Ok(e) => Ok(Some(e)),
-            Err(QueryError::UnknownEntity(_)) => Ok(None),
-            Err(e) => Err(ApiError::internal("looking the entity up", &e)),
-        },
-    }
 }
 
 /// `POST /v1/groups/{group_id}/context`: a ready-to-paste memory block.

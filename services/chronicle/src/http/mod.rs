@@ -18,9 +18,6 @@
 //!   and route template (never the raw path, which holds group ids) and
 //!   status.
 
-pub mod auth;
-pub mod decode;
-pub mod error;
 pub mod graph;
 pub mod handlers;
 pub mod listen;
@@ -50,9 +47,10 @@ use chronicle_model::GroupId;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use self::auth::{Access, Auth, Denied};
-use self::error::ApiError;
 use self::openapi::Op;
+use crate::app::auth::{Access, Auth, Denied};
+use crate::app::decode;
+use crate::app::error::{self, ApiError};
 use crate::config::Settings;
 use crate::gateway::Gateway;
 use crate::node::Node;
@@ -620,7 +618,12 @@ pub fn router(node: Arc<Node>, options: HttpOptions) -> Router {
     // processor's statuses, its reads from the projection): only the
     // embedded server has them, not a distributed gateway or projector.
     if options.processor_in_process {
-        app = app.merge(crate::mcp::http::routes(state.node.clone(), &options));
+        let mcp = crate::mcp::http::McpHttpOptions {
+            auth: options.auth.clone(),
+            max_body_bytes: options.max_body_bytes,
+            body_timeout: options.body_timeout,
+        };
+        app = app.merge(crate::mcp::http::routes(state.node.clone(), &mcp));
     }
     let app = app
         .fallback(not_found)
@@ -843,28 +846,7 @@ pub async fn serve(settings: Settings, args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     tracing::info!(addr = %server.addr(), authenticated, "serving");
-    server.run_until(shutdown_signal()).await
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
+    server.run_until(crate::runtime::terminated()).await
 }
 
 #[cfg(test)]

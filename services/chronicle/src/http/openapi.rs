@@ -7,8 +7,8 @@
 use serde_json::{Map, Value, json};
 
 use super::Route;
-use super::auth::Access;
-use super::decode;
+use crate::app::auth::Access;
+use crate::app::decode;
 
 /// Documentation of one operation.
 #[derive(Clone, Copy, Debug)]

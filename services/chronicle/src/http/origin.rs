@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
+use crate::app::error::ApiError;
 
 /// Refuses requests whose `Host` or `Origin` is not loopback.
 pub async fn loopback_only(req: Request, next: Next) -> Response {

@@ -23,7 +23,7 @@ use chronicle_log::{EventLog, NewRecord};
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 
-use super::error::ApiError;
+use crate::app::error::ApiError;
 
 /// How long an ownership map is trusted before it is re-read.
 const REFRESH: Duration = Duration::from_secs(2);

@@ -24,18 +24,28 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::{Caller, McpServer};
-use crate::http::HttpOptions;
-use crate::http::auth::Auth;
-use crate::http::error::ApiError;
+use crate::app::auth::Auth;
+use crate::app::error::ApiError;
 use crate::node::Node;
 
 /// Where the MCP endpoint is mounted.
 pub const PATH: &str = "/mcp";
 
+/// What the MCP route takes from the server it is mounted in.
+#[derive(Clone)]
+pub struct McpHttpOptions {
+    /// The tokens, or `None` for a loopback-only server.
+    pub auth: Option<Auth>,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// How long a request body may take to arrive.
+    pub body_timeout: std::time::Duration,
+}
+
 /// The MCP route, for merging into the HTTP API's router.
 pub fn routes<S: Clone + Send + Sync + 'static>(
     node: Arc<Node>,
-    options: &HttpOptions,
+    options: &McpHttpOptions,
 ) -> Router<S> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -123,7 +133,7 @@ pub async fn authenticate(
             match auth.grant(value) {
                 Ok(grant) => {
                     if let Err(wait) = grant.admit() {
-                        return crate::http::error::rate_limited(wait);
+                        return crate::app::error::rate_limited(wait);
                     }
                     Caller::Token(grant.clone())
                 }

@@ -35,9 +35,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
+use crate::app::auth::{Access, Auth, Denied, Grant};
+use crate::app::error::ApiError;
 use crate::gateway::Gateway;
-use crate::http::auth::{Access, Auth, Denied, Grant};
-use crate::http::error::ApiError;
 use crate::node::Node;
 
 /// JSON-RPC code of a call without a usable token (HTTP 401's equivalent;

@@ -18,8 +18,8 @@ use rmcp::ServiceExt;
 use tokio::sync::watch;
 
 use super::{Caller, McpServer};
+use crate::app::auth::{Auth, GroupPattern};
 use crate::config::Settings;
-use crate::http::auth::{Auth, GroupPattern};
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
 use crate::runtime;

@@ -20,11 +20,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::Caller;
-use crate::gateway::{EpisodeInput, Gateway, MAX_NAME_CHARS, parse_group, parse_time};
-use crate::http::auth::Access::{self, Read, Write};
-use crate::http::decode::{self, MAX_LIST, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT, TripletInput};
-use crate::http::error::ApiError;
-use crate::http::handlers::find_entity;
+use crate::app::auth::Access::{self, Read, Write};
+use crate::app::decode::{self, MAX_LIST, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT, TripletInput};
+use crate::app::error::ApiError;
+use crate::app::{self, find_entity};
+use crate::gateway::{EpisodeInput, Gateway, MAX_NAME_CHARS, Receipt, parse_group, parse_time};
 use crate::node::Node;
 use crate::query::{Query, SearchRequest, SearchResults, now};
 use crate::status::CommandStatus;
@@ -381,16 +381,14 @@ struct CommandView {
 /// Appends one command and reports its status; a failed append is an
 /// error, never a success.
 async fn accept(ctx: &Ctx<'_>, group: &GroupId, command: Command) -> Result<Value, ApiError> {
-    let uuid = command.uuid();
-    let receipts = ctx
-        .gateway
-        .submit(vec![command])
-        .await
-        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
-    let receipt = receipts
-        .first()
-        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))?;
-    // A retried command may already be decided: report what is known.
+    let receipt = app::submit_one(ctx.gateway, command).await?;
+    view_of(ctx, group, &receipt)
+}
+
+/// A submitted command's view: a retried command may already be decided,
+/// so what is known is reported, else pending at its log position.
+fn view_of(ctx: &Ctx<'_>, group: &GroupId, receipt: &Receipt) -> Result<Value, ApiError> {
+    let uuid = receipt.uuid;
     let status = ctx
         .node
         .status
@@ -810,26 +808,8 @@ async fn delete_episode(
     group: &GroupId,
     a: DeleteEpisode,
 ) -> Result<Value, ApiError> {
-    let known = ctx.node.status.get(group, a.uuid).is_some()
-        || ctx
-            .node
-            .store
-            .episode(group, a.uuid)
-            .await
-            .map_err(|e| ApiError::internal("looking the episode up", &e))?
-            .is_some();
-    if !known {
-        return Err(ApiError::not_found(
-            "uuid",
-            "no episode with this uuid in this group",
-        ));
-    }
-    let command = Command::RetractEpisode {
-        uuid: crate::gateway::retraction_id(group, a.uuid),
-        group_id: group.clone(),
-        episode_uuid: a.uuid,
-    };
-    let mut view = accept(ctx, group, command).await?;
+    let receipt = app::retract(ctx.node, ctx.gateway, group, a.uuid).await?;
+    let mut view = view_of(ctx, group, &receipt)?;
     view["episode_uuid"] = json!(a.uuid);
     Ok(view)
 }
@@ -852,34 +832,7 @@ async fn summarize_saga(
     group: &GroupId,
     a: SummarizeSaga,
 ) -> Result<Value, ApiError> {
-    if a.saga.trim().is_empty() {
-        return Err(ApiError::bad_request("saga", "must not be empty"));
-    }
-    if a.saga.chars().count() > MAX_NAME_CHARS {
-        return Err(ApiError::bad_request(
-            "saga",
-            format!("longer than {MAX_NAME_CHARS} characters"),
-        ));
-    }
-    // As over HTTP: a saga exists once an episode names it; a typo is a 404,
-    // not a command that decides nothing.
-    let known = Query::new(ctx.node)
-        .saga(group, &a.saga)
-        .await
-        .map_err(|e| ApiError::internal("reading the saga", &e))?
-        .is_some();
-    if !known {
-        return Err(ApiError::not_found(
-            "saga",
-            "no saga of this name in this group; a saga is created by the first episode that \
-             names it (add_memory with saga)",
-        ));
-    }
-    let command = Command::SummarizeSaga {
-        uuid: Uuid::new_v4(),
-        group_id: group.clone(),
-        saga: a.saga,
-    };
+    let command = app::summarize_saga(ctx.node, group, "saga", &a.saga).await?;
     accept(ctx, group, command).await
 }
 

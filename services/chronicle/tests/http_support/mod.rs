@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use chronicle::app::auth::Auth;
 use chronicle::config::{EmbedderKind, ExtractorKind, Settings};
-use chronicle::http::auth::Auth;
 use chronicle::http::{HttpOptions, Server};
 use chronicle::node::Node;
 use reqwest::{Method, StatusCode};

@@ -115,6 +115,21 @@ fn typed<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// A saga name, as the caller gave it under `field`: not blank, at most
+/// [`MAX_NAME_CHARS`] characters.
+pub fn saga_name<'a>(field: &str, text: &'a str) -> Result<&'a str, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::bad_request(field, "must not be empty"));
+    }
+    if text.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::bad_request(
+            field,
+            format!("longer than {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    Ok(text)
+}
+
 /// The field an error is about: the path, completed with the field a
 /// `missing field` / `duplicate field` message names.
 pub fn field_of(path: &str, message: &str) -> String {

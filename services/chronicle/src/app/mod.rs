@@ -1,0 +1,122 @@
+//! The application layer: what a caller may ask of chronicle, whatever the
+//! transport. HTTP ([`crate::http`]), MCP ([`crate::mcp`]) and the CLI
+//! decode their requests into these values, call these functions and
+//! encode the answers; none of them decides on its own what a request
+//! means.
+//!
+//! * [`auth`]: tokens, the groups they cover, their access and rate.
+//! * [`decode`]: validation of every request value (episodes, triplets,
+//!   searches, listings), with the same messages and field paths on every
+//!   transport.
+//! * [`error`]: the one typed error a use case returns (a status, a
+//!   message, the field to blame).
+//! * The use cases shared by more than one transport, below.
+//!
+//! Still to come here (issue 14): every other use case, so that the
+//! transports hold no logic of their own.
+
+pub mod auth;
+pub mod decode;
+pub mod error;
+
+use chronicle_model::{Command, Entity, GroupId};
+use uuid::Uuid;
+
+use self::decode::EntityRef;
+use self::error::ApiError;
+use crate::gateway::{Gateway, Receipt, retraction_id};
+use crate::node::Node;
+use crate::query::{Query, QueryError};
+
+/// Resolves an entity reference in the group; `None` when it does not exist.
+pub async fn find_entity(
+    node: &Node,
+    group: &GroupId,
+    r: &EntityRef,
+) -> Result<Option<Entity>, ApiError> {
+    match r {
+        EntityRef::Uuid(u) => node
+            .store
+            .entity(group, *u)
+            .await
+            .map_err(|e| ApiError::internal("looking the entity up", &e)),
+        EntityRef::Name(name) => match Query::new(node).entity_named(group, name).await {
+            Ok(e) => Ok(Some(e)),
+            Err(QueryError::UnknownEntity(_)) => Ok(None),
+            Err(e) => Err(ApiError::internal("looking the entity up", &e)),
+        },
+    }
+}
+
+/// Retracts an episode of the group: 404 unless the group has it (pending,
+/// decided or stored), otherwise one retraction appended under an id
+/// derived from the episode, so a retry is decided once.
+pub async fn retract(
+    node: &Node,
+    gateway: &Gateway,
+    group: &GroupId,
+    episode_uuid: Uuid,
+) -> Result<Receipt, ApiError> {
+    let known = node.status.get(group, episode_uuid).is_some()
+        || node
+            .store
+            .episode(group, episode_uuid)
+            .await
+            .map_err(|e| ApiError::internal("looking the episode up", &e))?
+            .is_some();
+    if !known {
+        return Err(ApiError::not_found(
+            "uuid",
+            "no episode with this uuid in this group",
+        ));
+    }
+    let command = Command::RetractEpisode {
+        uuid: retraction_id(group, episode_uuid),
+        group_id: group.clone(),
+        episode_uuid,
+    };
+    submit_one(gateway, command).await
+}
+
+/// The command that folds a saga's newer episodes into its summary: 400
+/// for a bad name (blamed on `field`), 404 when the group has no such saga
+/// (a typo must not become a command that decides nothing).
+pub async fn summarize_saga(
+    node: &Node,
+    group: &GroupId,
+    field: &str,
+    name: &str,
+) -> Result<Command, ApiError> {
+    let name = decode::saga_name(field, name)?;
+    let saga = Query::new(node)
+        .saga(group, name)
+        .await
+        .map_err(|e| ApiError::internal("reading the saga", &e))?;
+    if saga.is_none() {
+        return Err(no_saga(field));
+    }
+    Ok(Command::SummarizeSaga {
+        uuid: Uuid::new_v4(),
+        group_id: group.clone(),
+        saga: name.to_owned(),
+    })
+}
+
+/// 404 for a saga the group does not have.
+pub fn no_saga(field: &str) -> ApiError {
+    ApiError::not_found(
+        field,
+        "no saga of this name in this group; a saga is created by the first episode that names it",
+    )
+}
+
+/// Appends one command; a failed append is a 503, never a success.
+pub async fn submit_one(gateway: &Gateway, command: Command) -> Result<Receipt, ApiError> {
+    gateway
+        .submit(vec![command])
+        .await
+        .map_err(|e| ApiError::unavailable("the episodes log", &e))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))
+}
