@@ -16,6 +16,7 @@
 //!   on the graph-events log; the group continues.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::num::NonZeroUsize;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +30,9 @@ use chronicle_metrics::METRICS;
 use chronicle_model::{
     Command, EventBatch, EventKind, GroupId, IdKind, LogPosition, Timestamp, derive_named_id,
 };
+use chronicle_store::{Decision, StateStore};
 use futures::FutureExt;
+use lru::LruCache;
 use serde::Serialize;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
@@ -52,6 +55,13 @@ pub struct ProcessorOptions {
     pub attempts: u32,
     /// Partitions to consume; all when `None`.
     pub partitions: Option<Vec<u32>>,
+    /// Idle groups kept in memory per partition; colder ones are loaded
+    /// from the state store when their next episode comes.
+    pub cache_groups: usize,
+    /// Groups with queued work per partition (each holds its state).
+    pub active_groups: usize,
+    /// How often the state store's checkpoint moves up to the log.
+    pub checkpoint_every: Duration,
 }
 
 impl Default for ProcessorOptions {
@@ -63,6 +73,9 @@ impl Default for ProcessorOptions {
             queue: 256,
             attempts: 3,
             partitions: None,
+            cache_groups: 256,
+            active_groups: 64,
+            checkpoint_every: Duration::from_secs(2),
         }
     }
 }
@@ -123,56 +136,18 @@ pub async fn dead_letter(
     Ok(())
 }
 
-/// What the processor learned from the graph-events log at start.
-#[derive(Default)]
-pub struct Recovered {
-    /// Each group's folded state.
-    pub states: HashMap<GroupId, GroupState>,
-    /// Commands already decided, by group (ids are only unique within a group).
-    pub decided: HashSet<(GroupId, Uuid)>,
-    /// Records read.
-    pub records: u64,
+/// A group whose state is in memory, with what its stored form weighs.
+struct Hot {
+    state: GroupState,
+    base_bytes: u64,
+    delta_bytes: u64,
+    last_offset: Option<u64>,
 }
 
-/// Folds the graph-events log into per-group state, for the groups whose
-/// commands live on episodes partition `partition` (all groups when `None`).
-pub async fn recover(node: &Node, partition: Option<u32>) -> anyhow::Result<Recovered> {
-    let mut out = Recovered::default();
-    let topic = &node.topics.graph_events;
-    let events = node.log.partition_count(topic).await?;
-    let episodes = node.log.partition_count(&node.topics.episodes).await?;
-    let mine = |g: &GroupId| {
-        partition.is_none_or(|p| chronicle_log::partition_for(g.as_str().as_bytes(), episodes) == p)
-    };
-    // With equal partition counts a group sits on the same partition of both topics.
-    let partitions: Vec<u32> = match partition {
-        Some(p) if events == episodes => vec![p],
-        _ => (0..events).collect(),
-    };
-    for p in partitions {
-        chronicle_log::scan(node.log.as_ref(), topic, p, 0, |r| {
-            out.records += 1;
-            match node.events.decode(&r.payload) {
-                Ok(batch) if mine(&batch.group_id) => {
-                    out.decided
-                        .insert((batch.group_id.clone(), batch.command_uuid));
-                    node.status.decided(&batch);
-                    let state = out
-                        .states
-                        .entry(batch.group_id.clone())
-                        .or_insert_with(|| GroupState::new(batch.group_id.clone()));
-                    apply_batch(state, &batch);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(partition = p, offset = r.offset, error = %e, "skipping undecodable graph-events record")
-                }
-            }
-        })
-        .await?;
-    }
-    Ok(out)
-}
+/// A delta log that outgrows its base (and this floor) is compacted into a
+/// new base: stored bytes stay within twice the state, writes amortized
+/// proportional to the decisions.
+const COMPACT_FLOOR_BYTES: u64 = 256 << 10;
 
 struct Job {
     command: Command,
@@ -185,6 +160,10 @@ struct PartitionTrack {
     partition: u32,
     inflight: Mutex<BTreeSet<u64>>,
     next_read: AtomicU64,
+    /// Held (shared) by a worker from appending a decision until it is in
+    /// the state store; taken (exclusive) by a checkpoint to read the
+    /// graph-events end offsets below which every decision is stored.
+    storing: tokio::sync::RwLock<()>,
 }
 
 impl PartitionTrack {
@@ -199,36 +178,55 @@ impl PartitionTrack {
     }
 }
 
+/// What a group worker hands back when its queue runs dry.
+type Parked = (GroupId, Hot, mpsc::Receiver<Job>);
+
 /// The processor role.
 pub struct Processor {
     node: Arc<Node>,
     options: ProcessorOptions,
-    decided: Mutex<HashSet<(GroupId, Uuid)>>,
+}
+
+/// A running processor: the role plus its state store.
+struct Shared {
+    node: Arc<Node>,
+    options: ProcessorOptions,
+    state: Arc<StateStore>,
+    /// Commands admitted and not yet stored as decided: a second record of
+    /// one of them is skipped.
+    admitted: Mutex<HashSet<(GroupId, Uuid)>>,
     permits: Semaphore,
 }
 
 impl Processor {
     /// A processor on a node.
     pub fn new(node: Arc<Node>, options: ProcessorOptions) -> Arc<Self> {
-        Arc::new(Processor {
-            permits: Semaphore::new(options.max_parallel.max(1)),
-            node,
-            options,
-            decided: Mutex::new(HashSet::new()),
-        })
+        Arc::new(Processor { node, options })
     }
 
     /// Runs until `shutdown` turns true (finishing decisions in flight) or a
     /// log error stops it. Works on the partitions its consumer-group
     /// membership assigns (all of them in embedded mode): on assignment it
-    /// rebuilds the partition's group states from the graph-events log; on
-    /// revocation it finishes or drops in-flight work before releasing.
+    /// brings the partition's state store up to the log's end (replaying
+    /// only what follows its checkpoint); on revocation it finishes or drops
+    /// in-flight work and checkpoints before releasing.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-        let members = format!("{}.members", self.options.consumer_group);
-        let mut membership = self
+        let path = self.node.settings.path("processor-state.redb");
+        let state = tokio::task::spawn_blocking(move || StateStore::open(path))
+            .await?
+            .context("opening the processor's state store")?;
+        let this = Arc::new(Shared {
+            permits: Semaphore::new(self.options.max_parallel.max(1)),
+            node: self.node.clone(),
+            options: self.options.clone(),
+            state: Arc::new(state),
+            admitted: Mutex::new(HashSet::new()),
+        });
+        let members = format!("{}.members", this.options.consumer_group);
+        let mut membership = this
             .node
             .log
-            .join(&members, &self.node.topics.episodes)
+            .join(&members, &this.node.topics.episodes)
             .await?;
         let mut running: HashMap<
             u32,
@@ -257,15 +255,15 @@ impl Processor {
                 change = membership.next() => match change? {
                     Assignment::Assigned(partitions) => {
                         for p in partitions {
-                            if self.options.partitions.as_ref().is_some_and(|only| !only.contains(&p)) || running.contains_key(&p) {
+                            if this.options.partitions.as_ref().is_some_and(|only| !only.contains(&p)) || running.contains_key(&p) {
                                 continue;
                             }
-                            let recovered = recover(&self.node, Some(p)).await.context("recovering processor state")?;
-                            tracing::info!(partition = p, records = recovered.records, groups = recovered.states.len(), "partition assigned");
-                            self.decided.lock().expect("decided lock").extend(recovered.decided);
+                            let started = std::time::Instant::now();
+                            let replayed = this.catch_up(p).await.context("recovering processor state")?;
+                            tracing::info!(partition = p, replayed, seconds = started.elapsed().as_secs_f64(), "partition assigned");
                             let (stop, stop_rx) = watch::channel(false);
-                            let this = self.clone();
-                            let handle = tokio::spawn(async move { this.partition_loop(p, recovered.states, stop_rx).await });
+                            let this = this.clone();
+                            let handle = tokio::spawn(async move { this.partition_loop(p, stop_rx).await });
                             running.insert(p, (stop, handle));
                         }
                     }
@@ -293,11 +291,112 @@ impl Processor {
         }
         result
     }
+}
+
+impl Shared {
+    /// The graph-events partitions holding the decisions of episodes
+    /// partition `p`'s groups: the same one when the topics have equal
+    /// partition counts.
+    async fn event_partitions(&self, p: u32) -> anyhow::Result<(Vec<u32>, u32)> {
+        let node = &self.node;
+        let events = node.log.partition_count(&node.topics.graph_events).await?;
+        let episodes = node.log.partition_count(&node.topics.episodes).await?;
+        let partitions = if events == episodes {
+            vec![p]
+        } else {
+            (0..events).collect()
+        };
+        Ok((partitions, episodes))
+    }
+
+    /// Stores the decisions of partition `p`'s groups appended since the
+    /// state store's checkpoint (by another owner, or before a crash), then
+    /// checkpoints. Returns how many records it read.
+    async fn catch_up(&self, p: u32) -> anyhow::Result<u64> {
+        let node = &self.node;
+        let topic = &node.topics.graph_events;
+        let (partitions, episodes) = self.event_partitions(p).await?;
+        let mut read = 0;
+        let mut checkpoints = Vec::new();
+        for q in partitions {
+            let state = self.state.clone();
+            let from = tokio::task::spawn_blocking(move || state.checkpoint(p, q)).await??;
+            let end = node.log.end_offset(topic, q).await?;
+            let mut offset = from;
+            while offset < end {
+                let records = node
+                    .log
+                    .read(topic, q, offset, 1024, Duration::ZERO)
+                    .await?;
+                if records.is_empty() {
+                    break;
+                }
+                let mut rows: Vec<(GroupId, Uuid, u64, Vec<u8>)> = Vec::new();
+                for r in records.into_iter().take_while(|r| r.offset < end) {
+                    read += 1;
+                    offset = r.offset + 1;
+                    match node.events.decode(&r.payload) {
+                        Ok(batch)
+                            if chronicle_log::partition_for(
+                                batch.group_id.as_str().as_bytes(),
+                                episodes,
+                            ) == p =>
+                        {
+                            node.status.decided(&batch);
+                            rows.push((batch.group_id, batch.command_uuid, r.offset, r.payload));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::error!(partition = q, offset = r.offset, error = %e, "skipping undecodable graph-events record")
+                        }
+                    }
+                }
+                // Stored chunk by chunk: a takeover at any history size
+                // holds one chunk in memory.
+                let state = self.state.clone();
+                tokio::task::spawn_blocking(move || {
+                    let decisions: Vec<Decision<'_>> = rows
+                        .iter()
+                        .map(|(group, command, offset, payload)| Decision {
+                            group,
+                            command: *command,
+                            offset: *offset,
+                            payload,
+                        })
+                        .collect();
+                    state.record(&decisions)
+                })
+                .await??;
+            }
+            checkpoints.push((p, q, offset));
+        }
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || state.set_checkpoints(&checkpoints)).await??;
+        METRICS.processor_replayed.inc_by(read);
+        Ok(read)
+    }
+
+    /// Records that every decision of partition `track`'s groups below the
+    /// graph-events end offsets is in the state store (durably, with them).
+    async fn checkpoint(&self, track: &PartitionTrack) -> anyhow::Result<()> {
+        let node = &self.node;
+        let (partitions, _) = self.event_partitions(track.partition).await?;
+        let mut checkpoints = Vec::with_capacity(partitions.len());
+        {
+            let _quiet = track.storing.write().await;
+            for q in partitions {
+                let end = node.log.end_offset(&node.topics.graph_events, q).await?;
+                checkpoints.push((track.partition, q, end));
+            }
+        }
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || state.set_checkpoints(&checkpoints)).await??;
+        Ok(())
+    }
 
     async fn partition_loop(
         self: Arc<Self>,
         partition: u32,
-        mut states: HashMap<GroupId, GroupState>,
         mut shutdown: watch::Receiver<bool>,
     ) -> anyhow::Result<()> {
         let node = &self.node;
@@ -311,10 +410,16 @@ impl Processor {
             partition,
             inflight: Mutex::new(BTreeSet::new()),
             next_read: AtomicU64::new(start),
+            storing: tokio::sync::RwLock::new(()),
         });
         let mut next = start;
+        let mut hot: LruCache<GroupId, Hot> = LruCache::new(
+            NonZeroUsize::new(self.options.cache_groups.max(1)).expect("at least one"),
+        );
         let mut workers: HashMap<GroupId, mpsc::Sender<Job>> = HashMap::new();
-        let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
+        let mut tasks: JoinSet<anyhow::Result<Parked>> = JoinSet::new();
+        let mut checkpoints = tokio::time::interval(self.options.checkpoint_every);
+        checkpoints.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.publish(&track);
         loop {
             if *shutdown.borrow() {
@@ -323,40 +428,65 @@ impl Processor {
             let records = tokio::select! {
                 r = node.log.read(&topic, partition, next, 256, Duration::from_millis(250)) => r?,
                 _ = shutdown.changed() => continue,
+                _ = checkpoints.tick() => {
+                    self.checkpoint(&track).await?;
+                    continue;
+                }
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    done.context("group worker panicked")??;
+                    self.park(done, &mut hot, &mut workers, &mut tasks, &track)?;
                     continue;
                 }
             };
             let end = node.log.end_offset(&topic, partition).await.unwrap_or(next);
-            for r in records {
-                next = r.offset + 1;
-                track
-                    .inflight
-                    .lock()
-                    .expect("inflight lock")
-                    .insert(r.offset);
-                track.next_read.store(next, Ordering::SeqCst);
-                let Some(job) = self.admit(&r).await? else {
-                    self.finish(&track, r.offset);
+            for (r, job) in self.admit_all(records, &track).await? {
+                next = r + 1;
+                let Some(job) = job else {
+                    self.finish(&track, r);
                     continue;
                 };
                 let group = job.command.group_id().clone();
-                let sender = match workers.get(&group) {
-                    Some(s) => s.clone(),
-                    None => {
+                let mut job = Some(job);
+                while let Some(j) = job.take() {
+                    if !workers.contains_key(&group) {
+                        // Groups with work are bounded: wait for one to park.
+                        while tasks.len() >= self.options.active_groups.max(1) {
+                            let done = tasks.join_next().await.expect("tasks are running");
+                            self.park(done, &mut hot, &mut workers, &mut tasks, &track)?;
+                        }
                         let (tx, rx) = mpsc::channel(self.options.queue.max(1));
-                        let state = states
-                            .remove(&group)
-                            .unwrap_or_else(|| GroupState::new(group.clone()));
-                        let this = self.clone();
-                        let track = track.clone();
-                        tasks.spawn(async move { this.group_worker(state, rx, track).await });
-                        workers.insert(group.clone(), tx.clone());
-                        tx
+                        let warm = hot.pop(&group);
+                        let (this, track, g) = (self.clone(), track.clone(), group.clone());
+                        tasks.spawn(async move { this.group_worker(g, warm, rx, track).await });
+                        workers.insert(group.clone(), tx);
                     }
-                };
-                sender.send(job).await.context("group worker stopped")?;
+                    let tx = workers[&group].clone();
+                    match tx.try_send(j) {
+                        Ok(()) => {}
+                        Err(mpsc::error::TrySendError::Closed(j)) => {
+                            // its worker parked and left; start another
+                            workers.remove(&group);
+                            job = Some(j);
+                        }
+                        Err(mpsc::error::TrySendError::Full(j)) => {
+                            // A full queue waits for its worker, which may
+                            // instead park: only this loop restarts parked
+                            // workers, so it must keep collecting them.
+                            tokio::select! {
+                                permit = tx.reserve() => match permit {
+                                    Ok(permit) => permit.send(j),
+                                    Err(_) => {
+                                        workers.remove(&group);
+                                        job = Some(j);
+                                    }
+                                },
+                                Some(done) = tasks.join_next() => {
+                                    self.park(done, &mut hot, &mut workers, &mut tasks, &track)?;
+                                    job = Some(j);
+                                }
+                            }
+                        }
+                    }
+                }
             }
             METRICS
                 .consumer_lag
@@ -369,53 +499,128 @@ impl Processor {
         while let Some(done) = tasks.join_next().await {
             done.context("group worker panicked")??;
         }
+        self.checkpoint(&track).await?;
         self.publish(&track);
         Ok(())
     }
 
-    /// Decodes a record into a job, or dead-letters it (`None`).
-    async fn admit(&self, r: &Record) -> anyhow::Result<Option<Job>> {
+    /// A worker ran dry: its group goes back to the hot cache, or, when jobs
+    /// arrived meanwhile, the worker starts again.
+    fn park(
+        self: &Arc<Self>,
+        done: Result<anyhow::Result<Parked>, tokio::task::JoinError>,
+        hot: &mut LruCache<GroupId, Hot>,
+        workers: &mut HashMap<GroupId, mpsc::Sender<Job>>,
+        tasks: &mut JoinSet<anyhow::Result<Parked>>,
+        track: &Arc<PartitionTrack>,
+    ) -> anyhow::Result<()> {
+        let (group, state, rx) = done.context("group worker panicked")??;
+        if rx.is_empty() {
+            workers.remove(&group);
+            hot.put(group, state);
+        } else {
+            let (this, track) = (self.clone(), track.clone());
+            tasks.spawn(async move { this.group_worker(group, Some(state), rx, track).await });
+        }
+        Ok(())
+    }
+
+    /// Decodes a read of records into jobs; dead-letters what does not
+    /// decode and skips commands already decided (`None`).
+    async fn admit_all(
+        &self,
+        records: Vec<Record>,
+        track: &PartitionTrack,
+    ) -> anyhow::Result<Vec<(u64, Option<Job>)>> {
         let node = &self.node;
-        let topic = &node.topics.episodes;
-        let key_group = std::str::from_utf8(&r.key)
-            .ok()
-            .and_then(|k| GroupId::new(k).ok());
-        let reason = match (node.commands.decode(&r.payload), &key_group) {
-            (Ok(cmd), Some(g)) if cmd.group_id() == g => {
-                if self
-                    .decided
-                    .lock()
-                    .expect("decided lock")
-                    .contains(&(g.clone(), cmd.uuid()))
-                {
-                    METRICS
-                        .episodes_processed
-                        .with_label_values(&["skipped"])
-                        .inc();
-                    return Ok(None);
+        let mut out = Vec::with_capacity(records.len());
+        let mut decoded = Vec::with_capacity(records.len());
+        for r in records {
+            track
+                .inflight
+                .lock()
+                .expect("inflight lock")
+                .insert(r.offset);
+            track.next_read.store(r.offset + 1, Ordering::SeqCst);
+            let key_group = std::str::from_utf8(&r.key)
+                .ok()
+                .and_then(|k| GroupId::new(k).ok());
+            match (node.commands.decode(&r.payload), key_group) {
+                (Ok(cmd), Some(g)) if cmd.group_id() == &g => decoded.push((r, cmd)),
+                (Ok(cmd), key_group) => {
+                    let reason = format!(
+                        "record key `{}` does not match the command's group `{}`",
+                        String::from_utf8_lossy(&r.key),
+                        cmd.group_id()
+                    );
+                    self.reject(&r, key_group, reason, track).await?;
+                    out.push((r.offset, None));
                 }
-                node.status.pending(
-                    cmd.uuid(),
-                    g,
-                    LogPosition {
-                        partition: r.partition,
-                        offset: r.offset,
-                    },
-                );
-                return Ok(Some(Job {
+                (Err(e), key_group) => {
+                    self.reject(&r, key_group, format!("undecodable command: {e}"), track)
+                        .await?;
+                    out.push((r.offset, None));
+                }
+            }
+        }
+        let keys: Vec<(GroupId, Uuid)> = decoded
+            .iter()
+            .map(|(_, c)| (c.group_id().clone(), c.uuid()))
+            .collect();
+        let state = self.state.clone();
+        let stored = tokio::task::spawn_blocking(move || {
+            let keys: Vec<(&GroupId, Uuid)> = keys.iter().map(|(g, c)| (g, *c)).collect();
+            state.decided(&keys)
+        })
+        .await??;
+        for ((r, cmd), decided) in decoded.into_iter().zip(stored) {
+            let fresh = !decided
+                && self
+                    .admitted
+                    .lock()
+                    .expect("admitted lock")
+                    .insert((cmd.group_id().clone(), cmd.uuid()));
+            if !fresh {
+                METRICS
+                    .episodes_processed
+                    .with_label_values(&["skipped"])
+                    .inc();
+                out.push((r.offset, None));
+                continue;
+            }
+            node.status.pending(
+                cmd.uuid(),
+                cmd.group_id(),
+                LogPosition {
+                    partition: r.partition,
+                    offset: r.offset,
+                },
+            );
+            out.push((
+                r.offset,
+                Some(Job {
                     command: cmd,
                     offset: r.offset,
                     timestamp: r.timestamp,
-                }));
-            }
-            (Ok(cmd), _) => format!(
-                "record key `{}` does not match the command's group `{}`",
-                String::from_utf8_lossy(&r.key),
-                cmd.group_id()
-            ),
-            (Err(e), _) => format!("undecodable command: {e}"),
-        };
-        dead_letter(&*node.log, &node.topics.dlq, topic, r, &reason).await?;
+                }),
+            ));
+        }
+        out.sort_by_key(|(offset, _)| *offset);
+        Ok(out)
+    }
+
+    /// Dead-letters a record that is not a command of its key's group, and
+    /// records the dead letter as that group's decision.
+    async fn reject(
+        &self,
+        r: &Record,
+        key_group: Option<GroupId>,
+        reason: String,
+        track: &PartitionTrack,
+    ) -> anyhow::Result<()> {
+        let node = &self.node;
+        let topic = &node.topics.episodes;
+        dead_letter(node.log.as_ref(), &node.topics.dlq, topic, r, &reason).await?;
         if let Some(group) = key_group {
             let uuid = derive_named_id(
                 topic,
@@ -427,13 +632,13 @@ impl Processor {
                 offset: r.offset,
             };
             let batch = EventBatch::dead_lettered(uuid, group, r.timestamp, Some(position), reason);
-            self.append_decision(&batch, None).await?;
+            self.store_decision(&batch, None, track).await?;
         }
         METRICS
             .episodes_processed
             .with_label_values(&["dead_lettered"])
             .inc();
-        Ok(None)
+        Ok(())
     }
 
     fn finish(&self, track: &PartitionTrack, offset: u64) {
@@ -451,24 +656,35 @@ impl Processor {
         });
     }
 
-    async fn append_decision(
+    /// Appends a decision to the graph-events log (with the offset commit)
+    /// and stores it in the state store; returns its offset and bytes.
+    async fn store_decision(
         &self,
         batch: &EventBatch,
         commit: Option<OffsetCommit>,
-    ) -> anyhow::Result<()> {
+        track: &PartitionTrack,
+    ) -> anyhow::Result<(u64, u64)> {
         let node = &self.node;
         let started = std::time::Instant::now();
-        node.log
+        let payload = node.events.encode(batch);
+        let bytes = payload.len() as u64;
+        let _storing = track.storing.read().await;
+        let appended = node
+            .log
             .append(
                 &node.topics.graph_events,
                 vec![NewRecord {
                     key: batch.group_id.as_str().as_bytes().to_vec(),
-                    payload: node.events.encode(batch),
+                    payload: payload.clone(),
                 }],
                 commit,
             )
             .await
             .context("appending a decision to the graph-events log")?;
+        let offset = appended
+            .first()
+            .context("the log appended no record")?
+            .offset;
         METRICS
             .stage_duration
             .with_label_values(&["emit"])
@@ -477,24 +693,86 @@ impl Processor {
             .log_appends
             .with_label_values(&["graph-events"])
             .inc();
-        self.decided
+        let (state, group, command) = (
+            self.state.clone(),
+            batch.group_id.clone(),
+            batch.command_uuid,
+        );
+        tokio::task::spawn_blocking(move || {
+            state.record(&[Decision {
+                group: &group,
+                command,
+                offset,
+                payload: &payload,
+            }])
+        })
+        .await??;
+        self.admitted
             .lock()
-            .expect("decided lock")
-            .insert((batch.group_id.clone(), batch.command_uuid));
+            .expect("admitted lock")
+            .remove(&(batch.group_id.clone(), batch.command_uuid));
         node.status.decided(batch);
+        Ok((offset, bytes))
+    }
+
+    /// A group's state: from the hot cache, or its base and deltas.
+    async fn load(&self, group: &GroupId) -> anyhow::Result<Hot> {
+        let (state, g) = (self.state.clone(), group.clone());
+        let loaded = tokio::task::spawn_blocking(move || state.load(&g)).await??;
+        let mut state = loaded
+            .base
+            .map(GroupState::from_snapshot)
+            .unwrap_or_else(|| GroupState::new(group.clone()));
+        for delta in &loaded.deltas {
+            let batch =
+                self.node.events.decode(delta).with_context(|| {
+                    format!("a stored decision of group {group} does not decode")
+                })?;
+            apply_batch(&mut state, &batch);
+        }
+        Ok(Hot {
+            state,
+            base_bytes: loaded.base_bytes,
+            delta_bytes: loaded.delta_bytes,
+            last_offset: loaded.last_offset,
+        })
+    }
+
+    /// Compacts a group whose deltas outgrew its base.
+    async fn maybe_compact(&self, hot: &mut Hot) -> anyhow::Result<()> {
+        let Some(through) = hot.last_offset else {
+            return Ok(());
+        };
+        if hot.delta_bytes <= hot.base_bytes.max(COMPACT_FLOOR_BYTES) {
+            return Ok(());
+        }
+        let snapshot = hot.state.snapshot();
+        let Some(group) = hot.state.group_id().cloned() else {
+            return Ok(());
+        };
+        let state = self.state.clone();
+        hot.base_bytes =
+            tokio::task::spawn_blocking(move || state.compact(&group, &snapshot, through))
+                .await??;
+        hot.delta_bytes = 0;
         Ok(())
     }
 
-    /// One group's worker: decides its queue in order.
+    /// One group's worker: decides its queue in order, then parks.
     async fn group_worker(
         self: Arc<Self>,
-        mut state: GroupState,
+        group: GroupId,
+        warm: Option<Hot>,
         mut rx: mpsc::Receiver<Job>,
         track: Arc<PartitionTrack>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Parked> {
         let node = self.node.clone();
         let decider = node.decider.clone();
-        while let Some(first) = rx.recv().await {
+        let mut hot = match warm {
+            Some(hot) => hot,
+            None => self.load(&group).await?,
+        };
+        while let Ok(first) = rx.try_recv() {
             let mut jobs = vec![first];
             while jobs.len() < self.options.bulk.max(1) {
                 match rx.try_recv() {
@@ -505,7 +783,7 @@ impl Processor {
             let _permit = self.permits.acquire().await.context("processor closed")?;
             // Transaction times strictly increase within a group, even when
             // the log stamps several records with the same instant.
-            let mut last = state.latest_tx();
+            let mut last = hot.state.latest_tx();
             let accepted: Vec<Accepted> = jobs
                 .iter()
                 .map(|j| {
@@ -525,11 +803,12 @@ impl Processor {
                     }),
                 })
                 .collect();
+            let state = &hot.state;
             let mut bulk = if accepted.len() > 1 {
                 let started = std::time::Instant::now();
                 // A panic while preparing the batch falls back to deciding
                 // one by one, where it dead-letters only its own episode.
-                let prepared = AssertUnwindSafe(decider.prepare_bulk(&state, &accepted))
+                let prepared = AssertUnwindSafe(decider.prepare_bulk(state, &accepted))
                     .catch_unwind()
                     .await;
                 METRICS
@@ -541,24 +820,10 @@ impl Processor {
                 None
             };
             for (i, (job, a)) in jobs.iter().zip(&accepted).enumerate() {
-                if self
-                    .decided
-                    .lock()
-                    .expect("decided lock")
-                    .contains(&(a.command.group_id().clone(), a.command.uuid()))
-                {
-                    // the same command appended twice: decided once
-                    METRICS
-                        .episodes_processed
-                        .with_label_values(&["skipped"])
-                        .inc();
-                    self.finish(&track, job.offset);
-                    continue;
-                }
                 let started = std::time::Instant::now();
                 let mut result = match bulk.as_mut() {
-                    Some(b) => guarded(b.decide(&decider, &state, i, a)).await,
-                    None => guarded(decider.decide(&state, a)).await,
+                    Some(b) => guarded(b.decide(&decider, &hot.state, i, a)).await,
+                    None => guarded(decider.decide(&hot.state, a)).await,
                 };
                 let mut attempt = 1;
                 while let Err(Failure::Decide(e)) = &result {
@@ -568,7 +833,7 @@ impl Processor {
                     tracing::warn!(group = %a.command.group_id(), error = %e, attempt, "decision failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200 * (1 << attempt))).await;
                     attempt += 1;
-                    result = guarded(decider.decide(&state, a)).await;
+                    result = guarded(decider.decide(&hot.state, a)).await;
                 }
                 let batch = match result {
                     Ok(batch) => batch,
@@ -583,7 +848,7 @@ impl Processor {
                             payload: node.commands.encode(&a.command),
                         };
                         dead_letter(
-                            &*node.log,
+                            node.log.as_ref(),
                             &node.topics.dlq,
                             &node.topics.episodes,
                             &record,
@@ -609,14 +874,18 @@ impl Processor {
                     partition: track.partition,
                     next_offset: track.low_watermark(Some(job.offset)),
                 };
-                self.append_decision(&batch, Some(commit)).await?;
-                apply_batch(&mut state, &batch);
+                let (offset, bytes) = self.store_decision(&batch, Some(commit), &track).await?;
+                apply_batch(&mut hot.state, &batch);
+                hot.delta_bytes += bytes;
+                hot.last_offset = Some(offset);
                 record_metrics(&batch, started.elapsed());
                 self.finish(&track, job.offset);
                 self.publish(&track);
             }
+            drop(bulk);
+            self.maybe_compact(&mut hot).await?;
         }
-        Ok(())
+        Ok((group, hot, rx))
     }
 }
 

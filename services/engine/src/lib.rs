@@ -27,7 +27,7 @@ pub use communities::CommunityConfig;
 pub use decide::{Accepted, Bulk, DecideConfig, DecideError, Decider};
 pub use evolve::{Applied, apply, apply_batch};
 pub use offline::OfflineExtractor;
-pub use state::{GraphRecords, GroupState};
+pub use state::{GraphRecords, GroupSnapshot, GroupState};
 
 #[cfg(test)]
 mod decide_tests;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chronicle_model::{Community, Entity, Episode, Fact, GroupId, Saga, Timestamp, normalize_name};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::fuzzy::LshIndex;
@@ -78,6 +78,27 @@ pub struct GroupState {
     index: Indexes,
 }
 
+/// One group's state at rest: the primary records plus the two derived
+/// values a fold of the remaining records cannot recompute — the latest
+/// transaction time (it survives retraction), each community's fact
+/// fingerprint as of its last build and the saga each episode was last
+/// linked into (history order, not id order). The processor keeps these in its state
+/// store so a cold group loads without reading the log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupSnapshot {
+    group_id: Option<GroupId>,
+    episodes: Vec<Episode>,
+    entities: Vec<Entity>,
+    facts: Vec<Fact>,
+    sagas: Vec<Saga>,
+    communities: Vec<Community>,
+    mentions: Vec<(Uuid, Vec<Uuid>)>,
+    applied: Vec<Uuid>,
+    latest_tx: Option<Timestamp>,
+    community_facts: Vec<(Uuid, u64)>,
+    saga_of_episode: Vec<(Uuid, Uuid)>,
+}
+
 /// Lookups derived from the primary maps.
 #[derive(Clone, Debug, Default)]
 struct Indexes {
@@ -116,6 +137,68 @@ impl GroupState {
     /// Deterministic serialization of the primary data (for equality checks).
     pub fn to_canonical_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).expect("state serializes")
+    }
+
+    /// The state as it is kept at rest (see [`GroupSnapshot`]).
+    pub fn snapshot(&self) -> GroupSnapshot {
+        GroupSnapshot {
+            group_id: self.group_id.clone(),
+            episodes: self.episodes.values().cloned().collect(),
+            entities: self.entities.values().cloned().collect(),
+            facts: self.facts.values().cloned().collect(),
+            sagas: self.sagas.values().cloned().collect(),
+            communities: self.communities.values().cloned().collect(),
+            mentions: self
+                .mentions
+                .iter()
+                .map(|(e, s)| (*e, s.iter().copied().collect()))
+                .collect(),
+            applied: self.applied.iter().copied().collect(),
+            latest_tx: self.index.latest_tx,
+            community_facts: self
+                .index
+                .community_facts
+                .iter()
+                .map(|(c, f)| (*c, *f))
+                .collect(),
+            saga_of_episode: self
+                .index
+                .saga_of_episode
+                .iter()
+                .map(|(e, s)| (*e, *s))
+                .collect(),
+        }
+    }
+
+    /// The state a snapshot was taken of, lookups rebuilt.
+    pub fn from_snapshot(snapshot: GroupSnapshot) -> Self {
+        let mut state = GroupState {
+            group_id: snapshot.group_id,
+            ..Default::default()
+        };
+        for e in snapshot.episodes {
+            state.put_episode(e);
+        }
+        for e in snapshot.entities {
+            state.put_entity(e);
+        }
+        for f in snapshot.facts {
+            state.put_fact(f);
+        }
+        for s in snapshot.sagas {
+            state.put_saga(s);
+        }
+        for c in snapshot.communities {
+            state.put_community(c);
+        }
+        for (episode, entities) in snapshot.mentions {
+            state.add_mentions(episode, &entities);
+        }
+        state.applied = snapshot.applied.into_iter().collect();
+        state.index.latest_tx = state.index.latest_tx.max(snapshot.latest_tx);
+        state.index.community_facts = snapshot.community_facts.into_iter().collect();
+        state.index.saga_of_episode = snapshot.saga_of_episode.into_iter().collect();
+        state
     }
 
     /// Number of episodes.
@@ -304,6 +387,7 @@ impl GraphRecords for GroupState {
         self.index
             .episodes_by_time
             .insert((episode.valid_at, episode.created_at, episode.uuid));
+        self.index.latest_tx = self.index.latest_tx.max(Some(episode.created_at));
         self.episodes.insert(episode.uuid, episode);
     }
     fn remove_episode(&mut self, uuid: Uuid) {

@@ -52,6 +52,9 @@ pub struct Metrics {
     pub invalidations: IntCounter,
     /// Graph events applied by the projector.
     pub projector_events_applied: IntCounter,
+    /// Graph-event records the processor read at start to bring its state
+    /// store up to the log (only what follows its checkpoint).
+    pub processor_replayed: IntCounter,
     /// Graph-event records between the projector's position and the partition end.
     pub projector_lag: IntGaugeVec,
     /// Search latency by recipe.
@@ -126,6 +129,14 @@ impl Metrics {
         .expect("valid metric");
         registry
             .register(Box::new(invalidations.clone()))
+            .expect("unique metric");
+        let processor_replayed = IntCounter::new(
+            "chronicle_processor_replayed_records_total",
+            "Graph-event records read at start to catch the processor's state store up",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(processor_replayed.clone()))
             .expect("unique metric");
         let projector_events_applied = IntCounter::new(
             "chronicle_projector_events_applied_total",
@@ -203,6 +214,7 @@ impl Metrics {
             ),
             invalidations,
             projector_events_applied,
+            processor_replayed,
             projector_lag: gauge(
                 "chronicle_projector_lag_records",
                 "Graph-event records the projector has yet to apply, by partition.",

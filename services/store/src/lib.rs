@@ -12,6 +12,7 @@ mod embedded;
 mod error;
 #[cfg(feature = "scylla")]
 pub mod scylla;
+mod state;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -28,6 +29,7 @@ pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
 pub use error::{BoxError, StoreError};
 #[cfg(feature = "scylla")]
 pub use scylla::ScyllaStore;
+pub use state::{Decision, LoadedGroup, StateStore};
 
 /// Next offset to apply, per graph-events partition.
 pub type Positions = BTreeMap<u32, u64>;
