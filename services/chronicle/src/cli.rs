@@ -392,6 +392,24 @@ pub enum BenchCommand {
         )]
         recipes: Vec<String>,
     },
+    /// Costs as the history grows: ingest rate and memory per window,
+    /// restart, disk per fact, a CLI read at rest, search and rebuild, on a
+    /// generated multi-tenant workload (in a temporary directory unless
+    /// `--data` names a new one).
+    Scale {
+        /// Episodes to ingest.
+        #[arg(long, default_value_t = 100_000)]
+        episodes: u64,
+        /// Tenants they are spread over.
+        #[arg(long, default_value_t = 1_000)]
+        tenants: u64,
+        /// Episodes per reported window.
+        #[arg(long, default_value_t = 100_000)]
+        window: u64,
+        /// Workload seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
     /// Index build, search latency and rebuild rate at scale.
     Search {
         /// Fact counts to measure at.

@@ -27,6 +27,27 @@ use self::error::ApiError;
 use crate::gateway::{Gateway, Receipt, retraction_id};
 use crate::node::Node;
 use crate::query::{Query, QueryError};
+use crate::status::CommandStatus;
+
+/// What became of a command of `group`: the status board knows the recent
+/// ones; an episode decided before its window is processed if it is in the
+/// graph. `None`: no such command in this group (whether or not another
+/// group has one).
+pub async fn command_status(
+    node: &Node,
+    group: &GroupId,
+    uuid: Uuid,
+) -> Result<Option<CommandStatus>, ApiError> {
+    if let Some(status) = node.status.get(group, uuid) {
+        return Ok(Some(status));
+    }
+    let stored = node
+        .store
+        .episode(group, uuid)
+        .await
+        .map_err(|e| ApiError::internal("looking the episode up", &e))?;
+    Ok(stored.map(|_| CommandStatus::Processed { counts: None }))
+}
 
 /// Resolves an entity reference in the group; `None` when it does not exist.
 pub async fn find_entity(
@@ -57,14 +78,7 @@ pub async fn retract(
     group: &GroupId,
     episode_uuid: Uuid,
 ) -> Result<Receipt, ApiError> {
-    let known = node.status.get(group, episode_uuid).is_some()
-        || node
-            .store
-            .episode(group, episode_uuid)
-            .await
-            .map_err(|e| ApiError::internal("looking the episode up", &e))?
-            .is_some();
-    if !known {
+    if command_status(node, group, episode_uuid).await?.is_none() {
         return Err(ApiError::not_found(
             "uuid",
             "no episode with this uuid in this group",

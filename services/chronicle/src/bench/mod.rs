@@ -7,6 +7,7 @@ pub mod ingest;
 pub mod kafka;
 pub mod log;
 pub mod recall;
+pub mod scale;
 pub mod search;
 
 use std::sync::Arc;

@@ -109,6 +109,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         crate::bench::ingest::run(&settings, workload, *repeat).await?;
         return Ok(ExitCode::SUCCESS);
     }
+    let explicit_data = global.data.clone();
     let settings = global.resolve()?;
     match command {
         Command::Demo => unreachable!("handled above"),
@@ -310,6 +311,22 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     groups,
                     queries,
                 } => crate::bench::search::run(&settings, &facts, groups, queries).await?,
+                BenchCommand::Scale {
+                    episodes,
+                    tenants,
+                    window,
+                    seed,
+                } => {
+                    let args = crate::bench::scale::ScaleArgs {
+                        episodes,
+                        tenants,
+                        window,
+                        data: explicit_data,
+                        seed,
+                        cli: std::env::current_exe()?,
+                    };
+                    crate::bench::scale::run(&settings, &args).await?;
+                }
                 BenchCommand::Recall {
                     episodes,
                     questions,

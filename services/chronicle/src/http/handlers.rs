@@ -152,12 +152,14 @@ pub async fn get_episode(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let uuid = decode::path_uuid("uuid", &uuid)?;
-    let status = state.node.status.get(&group, uuid).ok_or_else(|| {
-        ApiError::not_found(
-            "uuid",
-            "no command with this uuid in this group; use the uuid the POST returned",
-        )
-    })?;
+    let status = app::command_status(&state.node, &group, uuid)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(
+                "uuid",
+                "no command with this uuid in this group; use the uuid the POST returned",
+            )
+        })?;
     Ok(Json(EpisodeStatusBody {
         uuid,
         group_id: group,

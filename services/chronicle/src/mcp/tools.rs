@@ -866,7 +866,7 @@ async fn get_status(ctx: &Ctx<'_>, group: &GroupId, a: GetStatus) -> Result<Valu
     let node = ctx.node;
     match a.uuid {
         Some(uuid) => {
-            let status = node.status.get(group, uuid).ok_or_else(|| {
+            let status = app::command_status(node, group, uuid).await?.ok_or_else(|| {
                 ApiError::not_found(
                     "uuid",
                     "no command with this uuid in this group; use the uuid a write tool returned",
