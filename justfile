@@ -17,6 +17,7 @@ bench:
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench search
+    source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench scale --episodes 100000 --tenants 1000
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench recall --episodes ../shared/datasets/locomo/episodes.dev.jsonl --questions ../shared/datasets/locomo/questions.dev.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench communities
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench kafka

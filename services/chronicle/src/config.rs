@@ -155,6 +155,10 @@ pub struct GlobalArgs {
     /// maintained as episodes are processed).
     #[arg(long, global = true, value_enum, env = "CHRONICLE_COMMUNITIES")]
     pub communities: Option<CommunityMode>,
+    /// Idle groups the processor keeps in memory (over all its partitions);
+    /// colder ones load from its state store on their next episode.
+    #[arg(long, global = true, env = "CHRONICLE_PROCESSOR_CACHE_GROUPS")]
+    pub processor_cache_groups: Option<usize>,
     /// TOML file with any of these settings (flags and variables win).
     #[arg(long, global = true, env = "CHRONICLE_CONFIG")]
     pub config: Option<PathBuf>,
@@ -176,6 +180,7 @@ struct FileConfig {
     llm_model: Option<String>,
     schema: Option<PathBuf>,
     communities: Option<CommunityMode>,
+    processor_cache_groups: Option<usize>,
 }
 
 /// Resolved settings.
@@ -205,6 +210,8 @@ pub struct Settings {
     pub schema: Option<PathBuf>,
     /// When communities are computed.
     pub communities: CommunityMode,
+    /// Idle groups the processor keeps in memory.
+    pub processor_cache_groups: usize,
 }
 
 impl GlobalArgs {
@@ -279,6 +286,10 @@ impl GlobalArgs {
             llm_model: self.llm_model.clone().or(file.llm_model),
             schema: self.schema.clone().or(file.schema),
             communities: self.communities.or(file.communities).unwrap_or_default(),
+            processor_cache_groups: self
+                .processor_cache_groups
+                .or(file.processor_cache_groups)
+                .unwrap_or(Settings::DEFAULT_PROCESSOR_CACHE_GROUPS),
         })
     }
 }
@@ -304,6 +315,9 @@ impl Settings {
         self.data.join(name)
     }
 
+    /// Idle groups a processor keeps in memory unless configured.
+    pub const DEFAULT_PROCESSOR_CACHE_GROUPS: usize = 512;
+
     /// Settings for an embedded deployment in `dir` with the given ports.
     pub fn embedded(dir: &Path, extractor: ExtractorKind, embedder: EmbedderKind) -> Self {
         Settings {
@@ -319,6 +333,7 @@ impl Settings {
             llm_model: None,
             schema: None,
             communities: CommunityMode::Manual,
+            processor_cache_groups: Settings::DEFAULT_PROCESSOR_CACHE_GROUPS,
         }
     }
 }

@@ -55,9 +55,6 @@ pub struct ProcessorOptions {
     pub attempts: u32,
     /// Partitions to consume; all when `None`.
     pub partitions: Option<Vec<u32>>,
-    /// Idle groups kept in memory per partition; colder ones are loaded
-    /// from the state store when their next episode comes.
-    pub cache_groups: usize,
     /// Groups with queued work per partition (each holds its state).
     pub active_groups: usize,
     /// How often the state store's checkpoint moves up to the log.
@@ -73,7 +70,6 @@ impl Default for ProcessorOptions {
             queue: 256,
             attempts: 3,
             partitions: None,
-            cache_groups: 256,
             active_groups: 64,
             checkpoint_every: Duration::from_secs(2),
         }
@@ -147,7 +143,7 @@ struct Hot {
 /// A delta log that outgrows its base (and this floor) is compacted into a
 /// new base: stored bytes stay within twice the state, writes amortized
 /// proportional to the decisions.
-const COMPACT_FLOOR_BYTES: u64 = 256 << 10;
+const COMPACT_FLOOR_BYTES: u64 = 64 << 10;
 
 struct Job {
     command: Command,
@@ -413,9 +409,13 @@ impl Shared {
             storing: tokio::sync::RwLock::new(()),
         });
         let mut next = start;
-        let mut hot: LruCache<GroupId, Hot> = LruCache::new(
-            NonZeroUsize::new(self.options.cache_groups.max(1)).expect("at least one"),
-        );
+        // The configured cache is shared out evenly over the partitions.
+        let settings = &node.settings;
+        let per_partition = settings
+            .processor_cache_groups
+            .div_ceil(settings.partitions.max(1) as usize);
+        let mut hot: LruCache<GroupId, Hot> =
+            LruCache::new(NonZeroUsize::new(per_partition.max(1)).expect("at least one"));
         let mut workers: HashMap<GroupId, mpsc::Sender<Job>> = HashMap::new();
         let mut tasks: JoinSet<anyhow::Result<Parked>> = JoinSet::new();
         let mut checkpoints = tokio::time::interval(self.options.checkpoint_every);

@@ -1204,21 +1204,23 @@ async fn a_message_is_keyed_with_the_turn_before_it_and_a_document_alone() {
     if let Command::AddEpisode(e) = &mut document.command {
         e.source = EpisodeType::Text;
     }
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 1, question, at),
-            episode(&g, 2, answer, at),
-            document,
-        ],
-    )
-    .await;
-    let vector = |n: u128| {
-        s.get_episode(&Uuid::from_u128(n))
-            .and_then(|e| e.content_embedding.clone())
-            .expect("embedded")
-    };
+    // The vectors ride on the decisions (the state keeps none: see
+    // `GroupState::put_episode`).
+    let mut vectors = std::collections::BTreeMap::new();
+    for a in [
+        episode(&g, 1, question, at),
+        episode(&g, 2, answer, at),
+        document,
+    ] {
+        let batch = d.decide(&s, &a).await.expect("decides");
+        for e in &batch.events {
+            if let chronicle_model::EventKind::EpisodeRecorded { episode } = &e.kind {
+                vectors.insert(episode.uuid, episode.content_embedding.clone());
+            }
+        }
+        apply_batch(&mut s, &batch);
+    }
+    let vector = |n: u128| vectors[&Uuid::from_u128(n)].clone().expect("embedded");
     let embed = |t: String| async move { TrigramEmbedder.embed(&[t]).await.unwrap().remove(0) };
     assert_eq!(vector(1), embed(question.into()).await);
     assert_eq!(vector(2), embed(format!("{question}\n{answer}")).await);

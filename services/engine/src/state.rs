@@ -380,7 +380,10 @@ impl GraphRecords for GroupState {
         self.applied.contains(&event_id)
     }
 
-    fn put_episode(&mut self, episode: Episode) {
+    fn put_episode(&mut self, mut episode: Episode) {
+        // Decisions never read an episode's vector (search does, from the
+        // index): the processor's memory and state store go without it.
+        episode.content_embedding = None;
         self.remove_episode(episode.uuid);
         self.group_id
             .get_or_insert_with(|| episode.group_id.clone());

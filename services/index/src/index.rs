@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 use chronicle_metrics::METRICS;
@@ -33,7 +33,10 @@ pub struct SearchIndex {
     dir: PathBuf,
     dimension: usize,
     text: TextIndex,
-    vectors: VectorStore,
+    options: IndexOptions,
+    /// Loaded on first use (see [`Self::vectors`]).
+    vectors: OnceLock<VectorStore>,
+    loading: Mutex<()>,
     writer: Mutex<Writer>,
     committed: RwLock<Committed>,
 }
@@ -108,10 +111,50 @@ impl SearchIndex {
             }
             _ => Checkpoint::new(),
         };
+        let documents = counts(&text)?;
+        let index = SearchIndex {
+            dir: dir.to_path_buf(),
+            dimension,
+            text,
+            options,
+            vectors: OnceLock::new(),
+            loading: Mutex::new(()),
+            writer: Mutex::new(Writer {
+                tantivy,
+                pending: Vec::new(),
+                dirty: false,
+            }),
+            committed: RwLock::new(Committed {
+                checkpoint,
+                documents,
+            }),
+        };
+        tracing::info!(
+            dir = %dir.display(),
+            documents = index.committed.read()?.documents.values().sum::<u64>(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "search index opened"
+        );
+        Ok(index)
+    }
+
+    /// The vectors, loaded from the committed documents on first use: a
+    /// process that only reads the text index (or nothing, like a CLI
+    /// `facts`) never pays for them. A writer loads them before its first
+    /// commit, so they always start from the committed state.
+    fn vectors(&self) -> Result<&VectorStore, IndexError> {
+        if let Some(v) = self.vectors.get() {
+            return Ok(v);
+        }
+        let _loading = self.loading.lock()?;
+        if let Some(v) = self.vectors.get() {
+            return Ok(v);
+        }
+        let started = Instant::now();
         let mut ops = Vec::new();
         let mut wrong_dimension = false;
-        text.for_each_vector(|kind, uuid, group, vector| {
-            if vector.len() != dimension {
+        self.text.for_each_vector(|kind, uuid, group, vector| {
+            if vector.len() != self.dimension {
                 wrong_dimension = true;
                 return;
             }
@@ -125,35 +168,16 @@ impl SearchIndex {
         if wrong_dimension {
             return Err(IndexError::Corrupt("stored vector of another dimension"));
         }
-        let vectors = VectorStore::new(dimension, options)?;
+        let loaded = ops.len();
+        let vectors = VectorStore::new(self.dimension, self.options.clone())?;
         vectors.apply(ops)?;
-        let documents = counts(&text)?;
-        let index = SearchIndex {
-            dir: dir.to_path_buf(),
-            dimension,
-            text,
-            vectors,
-            writer: Mutex::new(Writer {
-                tantivy,
-                pending: Vec::new(),
-                dirty: false,
-            }),
-            committed: RwLock::new(Committed {
-                checkpoint,
-                documents,
-            }),
-        };
-        let stats = index.stats();
-        index.publish(&stats);
         tracing::info!(
-            dir = %dir.display(),
-            documents = stats.documents.values().sum::<u64>(),
-            vectors = stats.vectors,
-            hnsw_pending = stats.hnsw_pending,
+            dir = %self.dir.display(),
+            vectors = loaded,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "search index opened"
+            "vectors loaded"
         );
-        Ok(index)
+        Ok(self.vectors.get_or_init(|| vectors))
     }
 
     /// Blocks until every HNSW graph wanted so far is built. Graphs are
@@ -162,7 +186,9 @@ impl SearchIndex {
     /// sub-index is searched exactly, so this is for benchmarks and tests,
     /// never needed for correct results.
     pub fn wait_for_graphs(&self) {
-        self.vectors.wait_for_graphs();
+        if let Some(v) = self.vectors.get() {
+            v.wait_for_graphs();
+        }
     }
 
     /// The embedding dimension this index was built for.
@@ -254,6 +280,7 @@ impl SearchIndex {
         if !writer.dirty && self.committed.read()?.checkpoint == *checkpoint {
             return Ok(());
         }
+        let vectors = self.vectors()?;
         let payload = serde_json::to_string(&Payload {
             checkpoint: checkpoint.clone(),
         })
@@ -264,7 +291,7 @@ impl SearchIndex {
         let durable_ms = started.elapsed().as_secs_f64() * 1e3;
         let ops = std::mem::take(&mut writer.pending);
         let changes = ops.len();
-        self.vectors.apply(ops)?;
+        vectors.apply(ops)?;
         self.text.reload()?;
         let documents = counts(&self.text)?;
         *self.committed.write()? = Committed {
@@ -328,7 +355,7 @@ impl SearchIndex {
             });
         }
         let query = normalized(vector).ok_or(IndexError::InvalidQueryVector)?;
-        self.vectors
+        self.vectors()?
             .search(group, kinds_or_all(kinds), &query, limit)
     }
 
@@ -344,7 +371,9 @@ impl SearchIndex {
             Ok(committed) => committed.documents.clone(),
             Err(poisoned) => poisoned.into_inner().documents.clone(),
         };
-        let figures = self.vectors.figures();
+        // Stats count the vectors, so they load them (a reader asking for
+        // sizes wants them all).
+        let figures = self.vectors().map(|v| v.figures()).unwrap_or_default();
         IndexStats {
             documents,
             vectors: figures.vectors,

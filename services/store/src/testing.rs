@@ -42,12 +42,13 @@ async fn assert_matches(store: &dyn GraphStore, state: &GroupState) {
         "facts of {g}"
     );
     for e in state.episodes() {
-        assert_eq!(
-            store.episode(g, e.uuid).await.unwrap().as_ref(),
-            Some(e),
-            "episode {}",
-            e.name
-        );
+        // The fold's in-memory state keeps no episode vectors (decisions
+        // never read them); the store keeps what the event carried.
+        let stored = store.episode(g, e.uuid).await.unwrap().map(|mut s| {
+            s.content_embedding = None;
+            s
+        });
+        assert_eq!(stored.as_ref(), Some(e), "episode {}", e.name);
     }
     let mut sagas = store.sagas(g).await.unwrap();
     sagas.sort_by_key(|s| s.uuid);
