@@ -374,13 +374,12 @@ impl Shared {
 
     /// Records that every decision of partition `track`'s groups below the
     /// graph-events end offsets is in the state store (durably, with them).
-    async fn checkpoint(&self, track: &PartitionTrack) -> anyhow::Result<()> {
+    async fn checkpoint(&self, track: &PartitionTrack, partitions: &[u32]) -> anyhow::Result<()> {
         let node = &self.node;
-        let (partitions, _) = self.event_partitions(track.partition).await?;
         let mut checkpoints = Vec::with_capacity(partitions.len());
         {
             let _quiet = track.storing.write().await;
-            for q in partitions {
+            for &q in partitions {
                 let end = node.log.end_offset(&node.topics.graph_events, q).await?;
                 checkpoints.push((track.partition, q, end));
             }
@@ -418,6 +417,7 @@ impl Shared {
             LruCache::new(NonZeroUsize::new(per_partition.max(1)).expect("at least one"));
         let mut workers: HashMap<GroupId, mpsc::Sender<Job>> = HashMap::new();
         let mut tasks: JoinSet<anyhow::Result<Parked>> = JoinSet::new();
+        let (event_partitions, _) = self.event_partitions(partition).await?;
         let mut checkpoints = tokio::time::interval(self.options.checkpoint_every);
         checkpoints.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.publish(&track);
@@ -429,7 +429,7 @@ impl Shared {
                 r = node.log.read(&topic, partition, next, 256, Duration::from_millis(250)) => r?,
                 _ = shutdown.changed() => continue,
                 _ = checkpoints.tick() => {
-                    self.checkpoint(&track).await?;
+                    self.checkpoint(&track, &event_partitions).await?;
                     continue;
                 }
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
@@ -499,7 +499,7 @@ impl Shared {
         while let Some(done) = tasks.join_next().await {
             done.context("group worker panicked")??;
         }
-        self.checkpoint(&track).await?;
+        self.checkpoint(&track, &event_partitions).await?;
         self.publish(&track);
         Ok(())
     }

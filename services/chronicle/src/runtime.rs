@@ -35,6 +35,15 @@ pub fn projection(node: &Node) -> Projection {
     }
 }
 
+/// Drops a node's projection and folds the whole graph-events log into it
+/// again: what `rebuild` and the benchmarks time. `on_record` ticks per record.
+pub async fn reproject(node: &Node, on_record: impl FnMut()) -> anyhow::Result<ProjectorReport> {
+    node.store.clear().await.context("clearing the store")?;
+    node.index.clear()?;
+    node.index.commit(&Default::default())?;
+    projection(node).run(None, None, None, on_record).await
+}
+
 /// Starts the processor and the projector.
 pub fn start(node: &Arc<Node>, options: ProcessorOptions) -> Running {
     let (shutdown, rx) = watch::channel(false);

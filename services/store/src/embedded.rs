@@ -94,7 +94,8 @@ impl std::fmt::Debug for EmbeddedStore {
     }
 }
 
-fn err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+/// A redb failure at `path`, as a store error (also the state store's).
+pub(crate) fn err(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Storage {
         path: path.display().to_string(),
         message: e.to_string(),

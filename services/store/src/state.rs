@@ -29,6 +29,7 @@ use redb::{Database, Durability, ReadableDatabase, TableDefinition};
 use uuid::Uuid;
 
 use crate::StoreError;
+use crate::embedded::err;
 
 const BASES: TableDefinition<&str, &[u8]> = TableDefinition::new("bases");
 const DELTAS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("deltas");
@@ -72,13 +73,6 @@ pub struct StateStore {
 impl std::fmt::Debug for StateStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "StateStore({})", self.path.display())
-    }
-}
-
-fn err(path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Storage {
-        path: path.display().to_string(),
-        message: e.to_string(),
     }
 }
 

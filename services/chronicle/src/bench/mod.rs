@@ -116,14 +116,25 @@ pub fn memory() -> (u64, u64) {
 
 /// p50 and p99 of durations, in milliseconds.
 pub fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
+    (quantile(samples, 0.50), quantile(samples, 0.99))
+}
+
+/// The `q` quantile of durations (nearest rank), in milliseconds; 0 when empty.
+pub fn quantile(samples: &mut [Duration], q: f64) -> f64 {
     if samples.is_empty() {
-        return (0.0, 0.0);
+        return 0.0;
     }
     samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
-    };
-    (at(0.50), at(0.99))
+    samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
+}
+
+/// SplitMix64: a deterministic, well-mixed sequence for generated workloads
+/// and queries (no dependency, no seed state).
+pub(crate) fn mix(i: u64) -> u64 {
+    let mut x = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// Bytes under a directory.

@@ -20,6 +20,8 @@ use crate::query::{Query, SearchRequest};
 use crate::runtime;
 use crate::status::CommandStatus;
 
+use super::mix;
+
 const FIRST: [&str; 24] = [
     "Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade", "Kofi", "Lena",
     "Milo", "Nora", "Omar", "Pia", "Quinn", "Rosa", "Sami", "Tara", "Umar", "Vera", "Wes", "Yara",
@@ -49,14 +51,6 @@ const ORGS: [&str; 12] = [
 const HOBBIES: [&str; 8] = [
     "hiking", "chess", "pottery", "surfing", "baking", "climbing", "painting", "cycling",
 ];
-
-/// SplitMix64: a fixed, well-mixed stream from (seed, index).
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
 
 /// Episode `i` of the scale workload: tenants take turns; each has a small
 /// cast whose members move, change jobs, restate where they live and chat.
@@ -209,12 +203,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
     let counts = node.store.counts(None).await?;
     let disk = super::disk_usage(&dir);
     let started = Instant::now();
-    node.store.clear().await?;
-    node.index.clear()?;
-    node.index.commit(&Default::default())?;
-    let rebuilt = runtime::projection(&node)
-        .run(None, None, None, || {})
-        .await?;
+    let rebuilt = runtime::reproject(&node, || {}).await?;
     let rebuild = started.elapsed();
     drop(node);
 
@@ -263,10 +252,7 @@ async fn search_p95(node: &Node, tenants: u64, queries: u64) -> anyhow::Result<f
         query.search(&group, &request).await?;
         samples.push(started.elapsed());
     }
-    samples.sort();
-    Ok(samples
-        .get(((samples.len() as f64 - 1.0) * 0.95).round() as usize)
-        .map_or(0.0, |d| d.as_secs_f64() * 1000.0))
+    Ok(super::quantile(&mut samples, 0.95))
 }
 
 /// p50 of `chronicle facts` run as a separate process on the data at rest.

@@ -66,13 +66,7 @@ const LAST: [&str; 20] = [
     "Lind", "Moreau", "Silva", "Kowalski", "Haddad", "Nguyen", "Olsen", "Rossi", "Sato", "Yilmaz",
 ];
 
-/// A deterministic pseudo-random sequence (no dependency, no seed state).
-fn mix(i: u64) -> u64 {
-    let mut x = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+use super::mix;
 
 fn person(i: u64) -> String {
     format!(
@@ -239,10 +233,7 @@ async fn latency(
         hits += results.results.len();
     }
     let (p50, p99) = super::percentiles(&mut samples);
-    samples.sort();
-    let p95 = samples
-        .get(((samples.len() as f64 - 1.0) * 0.95).round() as usize)
-        .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    let p95 = super::quantile(&mut samples, 0.95);
     Ok(
         json!({"p50_ms": p50, "p95_ms": p95, "p99_ms": p99, "mean_results": hits as f64 / queries.max(1) as f64}),
     )
@@ -293,10 +284,7 @@ pub async fn run(
         let combined = latency(&node, "COMBINED_HYBRID_SEARCH_RRF", queries, groups).await?;
         let edge = latency(&node, "EDGE_HYBRID_SEARCH_RRF", queries, groups).await?;
         let started = Instant::now();
-        node.store.clear().await?;
-        node.index.clear()?;
-        node.index.commit(&Default::default())?;
-        let rebuilt = projection.run(None, None, None, || {}).await?;
+        let rebuilt = crate::runtime::reproject(&node, || {}).await?;
         let rebuild = started.elapsed();
         // The fold alone, from the log into a store without indices.
         let replay_dir = tempfile::tempdir()?;

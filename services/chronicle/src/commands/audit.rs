@@ -4,7 +4,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use chronicle_index::SearchIndex;
 use chronicle_model::Timestamp;
 use chronicle_store::{EmbeddedStore, GraphStore};
@@ -47,16 +46,13 @@ fn report(what: &str, r: &ProjectorReport, started: Instant) {
 /// Drops the node's projection and replays the whole graph-events log into it.
 pub async fn rebuild(node: &Node) -> anyhow::Result<ProjectorReport> {
     let started = Instant::now();
-    node.store.clear().await.context("clearing the store")?;
-    node.index.clear()?;
-    node.index.commit(&Default::default())?;
     let total: u64 = node
         .end_offsets(&node.topics.graph_events)
         .await?
         .values()
         .sum();
     let b = bar(total, "rebuilding");
-    let r = projection(node).run(None, None, None, || b.inc(1)).await?;
+    let r = crate::runtime::reproject(node, || b.inc(1)).await?;
     b.finish_and_clear();
     report("rebuild", &r, started);
     Ok(r)
