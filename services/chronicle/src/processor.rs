@@ -563,6 +563,16 @@ impl Shared {
                 }
             }
         }
+        // Claimed before the state store is asked: a worker stores its
+        // decision before it releases the claim, so a second record of a
+        // command either finds the claim or finds the decision stored.
+        let claimed: Vec<bool> = {
+            let mut admitted = self.admitted.lock().expect("admitted lock");
+            decoded
+                .iter()
+                .map(|(_, c)| admitted.insert((c.group_id().clone(), c.uuid())))
+                .collect()
+        };
         let keys: Vec<(GroupId, Uuid)> = decoded
             .iter()
             .map(|(_, c)| (c.group_id().clone(), c.uuid()))
@@ -573,14 +583,14 @@ impl Shared {
             state.decided(&keys)
         })
         .await??;
-        for ((r, cmd), decided) in decoded.into_iter().zip(stored) {
-            let fresh = !decided
-                && self
-                    .admitted
+        for (((r, cmd), decided), claimed) in decoded.into_iter().zip(stored).zip(claimed) {
+            if claimed && decided {
+                self.admitted
                     .lock()
                     .expect("admitted lock")
-                    .insert((cmd.group_id().clone(), cmd.uuid()));
-            if !fresh {
+                    .remove(&(cmd.group_id().clone(), cmd.uuid()));
+            }
+            if !claimed || decided {
                 METRICS
                     .episodes_processed
                     .with_label_values(&["skipped"])
