@@ -3,7 +3,7 @@
 //! stdio (`chronicle mcp`, see [`stdio`]) and streamable HTTP at `/mcp`
 //! under `chronicle serve` (see [`http`]).
 //!
-//! * One tool table ([`tools::TOOLS`]) gives every tool's name, description,
+//! * One tool table ([`catalog::TOOLS`]) gives every tool's name, description,
 //!   input schema and the access it needs; `tools/list` and `tools/call`
 //!   both read it.
 //! * Every tool takes `group_id`. Before a tool body runs, the group id is
@@ -16,6 +16,7 @@
 //!   see [`to_mcp`] for the codes.
 //! * Results are one text content block holding a JSON object.
 
+pub mod catalog;
 pub mod http;
 pub mod stdio;
 pub mod tools;
@@ -143,15 +144,15 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            tools::TOOLS.iter().map(tools::ToolSpec::tool).collect(),
+            catalog::TOOLS.iter().map(catalog::ToolSpec::tool).collect(),
         ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::TOOLS
+        catalog::TOOLS
             .iter()
             .find(|t| t.name == name)
-            .map(tools::ToolSpec::tool)
+            .map(catalog::ToolSpec::tool)
     }
 
     async fn call_tool(
@@ -161,7 +162,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         // Bounded label: a name of the table, or `unknown`.
-        let tool = tools::TOOLS
+        let tool = catalog::TOOLS
             .iter()
             .find(|t| t.name == request.name)
             .map_or("unknown", |t| t.name);
