@@ -13,7 +13,10 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
-use super::tools::*;
+use super::tools::{
+    AddMemory, BuildCommunities, DeleteEpisode, GetContext, GetEntityEdge, GetEpisodeEntities,
+    GetEpisodes, GetStatus, SearchFacts, SearchMemory, SearchNodes, SummarizeSaga,
+};
 use crate::app::auth::Access::{self, Read, Write};
 use crate::app::decode::TripletInput;
 
