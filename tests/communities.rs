@@ -10,10 +10,10 @@ use std::process::Command as Process;
 use chronicle::commands::{ingest_file, rebuild, submit_and_wait};
 use chronicle::config::{CommunityMode, EmbedderKind, ExtractorKind, Settings};
 use chronicle::node::Node;
-use chronicle::query::{Query, SearchRequest};
 use chronicle_e2e::{chronicle_binary, data, embedded_node, exact_snapshot};
 use chronicle_engine::search::Scope;
 use chronicle_model::{Command, GroupId};
+use chronicle_query::{Query, SearchRequest};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -29,7 +29,7 @@ fn g(id: &str) -> GroupId {
 }
 
 async fn community_searches(node: &Node) -> Vec<Value> {
-    let q = Query::at(node, "2030-01-01T00:00:00Z".parse().unwrap());
+    let q = Query::at(&node.sources, "2030-01-01T00:00:00Z".parse().unwrap());
     let mut out = Vec::new();
     for (group, text) in GROUPS {
         for recipe in ["COMMUNITY_HYBRID_SEARCH_RRF", "COMMUNITY_HYBRID_SEARCH_MMR"] {
@@ -91,7 +91,7 @@ async fn communities_and_saga_summaries_survive_a_rebuild() {
     )
     .await
     .unwrap();
-    let relocation = Query::new(&node)
+    let relocation = Query::new(&node.sources)
         .saga(&g("tenant_00"), "relocation")
         .await
         .unwrap()

@@ -2,10 +2,10 @@
 //! audit replay to T equals the live projection as known at T, and tenants
 //! never see each other's data.
 
-use chronicle::query::{Query, QueryError, SearchRequest};
 use chronicle_e2e::{data, embedded_node, exact_snapshot};
 use chronicle_engine::search::SearchFilters;
 use chronicle_model::GroupId;
+use chronicle_query::{Query, QueryError, SearchRequest};
 
 const QUERIES: [(&str, &str); 6] = [
     ("tenant_00", "Where does Maya Whitfield live?"),
@@ -17,7 +17,7 @@ const QUERIES: [(&str, &str); 6] = [
 ];
 
 async fn fixed_queries(node: &chronicle::node::Node) -> Vec<serde_json::Value> {
-    let q = Query::at(node, "2030-01-01T00:00:00Z".parse().unwrap());
+    let q = Query::at(&node.sources, "2030-01-01T00:00:00Z".parse().unwrap());
     let mut out = Vec::new();
     for (g, text) in QUERIES {
         for recipe in [
@@ -96,7 +96,7 @@ async fn replay_to_t_equals_what_was_known_at_t() {
     chronicle::commands::ingest_file(&node, &f1).await.unwrap();
     let at_t = exact_snapshot(&node).await;
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    let t = chronicle::query::now();
+    let t = chronicle_query::now();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     chronicle::commands::ingest_file(&node, &f2).await.unwrap();
     assert_ne!(
@@ -153,7 +153,7 @@ async fn tenants_never_see_each_other() {
     chronicle::commands::ingest_file(&node, &data("workload.jsonl"))
         .await
         .unwrap();
-    let q = Query::new(&node);
+    let q = Query::new(&node.sources);
     let groups = node.store.groups().await.unwrap();
     for g in &groups {
         let mine: std::collections::BTreeSet<String> = node

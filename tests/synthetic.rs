@@ -4,10 +4,10 @@
 //! before and after, and search naming the queried subject.
 
 use chronicle::commands::IngestOutcome;
-use chronicle::query::{Query, SearchRequest};
 use chronicle_e2e::{data, embedded_node};
 use chronicle_engine::search::SearchFilters;
 use chronicle_model::{GroupId, Timestamp};
+use chronicle_query::{Query, SearchRequest};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -78,7 +78,7 @@ async fn synthetic_workload_gives_the_expected_graph() {
     }
 
     // Every move: the old city before, the new city after, the old fact kept.
-    let query = Query::new(&node);
+    let query = Query::new(&node.sources);
     let moves: Vec<Move> = lines("workload_moves.jsonl");
     assert_eq!(moves.len(), 50);
     let mut correct = 0;
@@ -97,7 +97,7 @@ async fn synthetic_workload_gives_the_expected_graph() {
             .facts(&g, Some(&m.person), &lives(m.query_after))
             .await
             .unwrap();
-        let targets = |xs: &[chronicle::query::ResultItem]| {
+        let targets = |xs: &[chronicle_query::ResultItem]| {
             xs.iter()
                 .filter_map(|f| f.target.clone())
                 .collect::<Vec<_>>()

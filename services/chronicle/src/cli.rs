@@ -114,7 +114,7 @@ pub enum Command {
         /// What the agent needs context for.
         query: String,
         /// Budget in characters.
-        #[arg(long, default_value_t = crate::query::DEFAULT_CONTEXT_CHARS)]
+        #[arg(long, default_value_t = chronicle_query::DEFAULT_CONTEXT_CHARS)]
         max_chars: usize,
         /// Time options (`--as-of` picks the facts' valid time).
         #[command(flatten)]

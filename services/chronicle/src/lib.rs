@@ -13,7 +13,6 @@ pub mod mcp;
 pub mod node;
 pub mod processor;
 pub mod projector;
-pub mod query;
 pub mod runtime;
 pub mod scylla;
 pub mod status;

@@ -17,6 +17,7 @@ use chronicle_llm::{
     ResponseCache,
 };
 use chronicle_log::{EmbeddedLog, EventLog, Topics};
+use chronicle_query::Sources;
 use chronicle_store::{EmbeddedStore, GraphStore};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -125,8 +126,8 @@ pub struct Node {
     pub index: Arc<SearchIndex>,
     /// The pipeline.
     pub decider: Arc<Decider>,
-    /// Cross-encoder, when configured.
-    pub reranker: Option<Arc<dyn Reranker>>,
+    /// What the query role reads (the store, the index and the query embedder).
+    pub sources: Sources,
     /// Episode statuses known to this process.
     pub status: Arc<StatusBoard>,
     /// Positions of the processor and projector.
@@ -182,6 +183,12 @@ impl Node {
         };
         let mut config = DecideConfig::default();
         config.communities.incremental = settings.communities == CommunityMode::Incremental;
+        let sources = Sources {
+            store: store.clone(),
+            index: index.clone(),
+            embedder: ports.embedder.clone(),
+            reranker: ports.reranker,
+        };
         let decider = Arc::new(Decider::new(
             ports.extractor,
             ports.embedder,
@@ -195,7 +202,7 @@ impl Node {
             store,
             index,
             decider,
-            reranker: ports.reranker,
+            sources,
             status: Arc::new(StatusBoard::default()),
             progress: Progress::default(),
             owned: watch::channel(Default::default()).0,

@@ -96,20 +96,20 @@ impl Projection {
             }
             let mut docs = Vec::new();
             for f in self.store.facts(&group).await? {
-                docs.push(fact_doc(&group, &f));
+                docs.push(IndexDoc::fact(&group, &f));
             }
             for e in self.store.entities(&group).await? {
-                docs.push(entity_doc(&group, &e));
+                docs.push(IndexDoc::entity(&group, &e));
             }
             for e in self
                 .store
                 .episodes_by_time(&group, None, usize::MAX)
                 .await?
             {
-                docs.push(episode_doc(&group, &e));
+                docs.push(IndexDoc::episode(&group, &e));
             }
             for c in self.store.communities(&group).await? {
-                docs.push(community_doc(&group, &c));
+                docs.push(IndexDoc::community(&group, &c));
             }
             self.index.upsert(docs)?;
         }
@@ -127,25 +127,25 @@ impl Projection {
             let mut docs = Vec::new();
             for u in t.facts {
                 match self.store.fact(&group, u).await? {
-                    Some(f) => docs.push(fact_doc(&group, &f)),
+                    Some(f) => docs.push(IndexDoc::fact(&group, &f)),
                     None => self.index.delete(&group, DocKind::Fact, u)?,
                 }
             }
             for u in t.entities {
                 match self.store.entity(&group, u).await? {
-                    Some(e) => docs.push(entity_doc(&group, &e)),
+                    Some(e) => docs.push(IndexDoc::entity(&group, &e)),
                     None => self.index.delete(&group, DocKind::Entity, u)?,
                 }
             }
             for u in t.episodes {
                 match self.store.episode(&group, u).await? {
-                    Some(e) => docs.push(episode_doc(&group, &e)),
+                    Some(e) => docs.push(IndexDoc::episode(&group, &e)),
                     None => self.index.delete(&group, DocKind::Episode, u)?,
                 }
             }
             for u in t.communities {
                 match self.store.community(&group, u).await? {
-                    Some(c) => docs.push(community_doc(&group, &c)),
+                    Some(c) => docs.push(IndexDoc::community(&group, &c)),
                     None => self.index.delete(&group, DocKind::Community, u)?,
                 }
             }
@@ -311,45 +311,5 @@ impl Projection {
             }
         }
         Ok(report)
-    }
-}
-
-fn fact_doc(group: &GroupId, f: &chronicle_model::Fact) -> IndexDoc {
-    IndexDoc {
-        kind: DocKind::Fact,
-        uuid: f.uuid,
-        group_id: group.clone(),
-        text: f.fact.clone(),
-        vector: f.fact_embedding.clone(),
-    }
-}
-
-fn entity_doc(group: &GroupId, e: &chronicle_model::Entity) -> IndexDoc {
-    IndexDoc {
-        kind: DocKind::Entity,
-        uuid: e.uuid,
-        group_id: group.clone(),
-        text: format!("{}\n{}", e.name, e.summary),
-        vector: e.name_embedding.clone(),
-    }
-}
-
-fn episode_doc(group: &GroupId, e: &chronicle_model::Episode) -> IndexDoc {
-    IndexDoc {
-        kind: DocKind::Episode,
-        uuid: e.uuid,
-        group_id: group.clone(),
-        text: format!("{}\n{}", e.name, e.content),
-        vector: e.content_embedding.clone(),
-    }
-}
-
-fn community_doc(group: &GroupId, c: &chronicle_model::Community) -> IndexDoc {
-    IndexDoc {
-        kind: DocKind::Community,
-        uuid: c.uuid,
-        group_id: group.clone(),
-        text: format!("{}\n{}", c.name, c.summary),
-        vector: c.name_embedding.clone(),
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use chronicle_model::GroupId;
+use chronicle_model::{Community, Entity, Episode, Fact, GroupId};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -73,6 +73,54 @@ pub struct IndexDoc {
     pub text: String,
     /// Embedding, any norm (it is normalized; scores are cosine).
     pub vector: Option<Vec<f32>>,
+}
+
+/// The documents the projection indexes, one composition per record kind
+/// (the live projector, rebuild and replay all index exactly these).
+impl IndexDoc {
+    /// A fact: its sentence and its embedding.
+    pub fn fact(group: &GroupId, f: &Fact) -> Self {
+        IndexDoc {
+            kind: DocKind::Fact,
+            uuid: f.uuid,
+            group_id: group.clone(),
+            text: f.fact.clone(),
+            vector: f.fact_embedding.clone(),
+        }
+    }
+
+    /// An entity: its name and summary, and its name's embedding.
+    pub fn entity(group: &GroupId, e: &Entity) -> Self {
+        IndexDoc {
+            kind: DocKind::Entity,
+            uuid: e.uuid,
+            group_id: group.clone(),
+            text: format!("{}\n{}", e.name, e.summary),
+            vector: e.name_embedding.clone(),
+        }
+    }
+
+    /// An episode: its name and content, and its retrieval embedding.
+    pub fn episode(group: &GroupId, e: &Episode) -> Self {
+        IndexDoc {
+            kind: DocKind::Episode,
+            uuid: e.uuid,
+            group_id: group.clone(),
+            text: format!("{}\n{}", e.name, e.content),
+            vector: e.content_embedding.clone(),
+        }
+    }
+
+    /// A community: its name and summary, and its name's embedding.
+    pub fn community(group: &GroupId, c: &Community) -> Self {
+        IndexDoc {
+            kind: DocKind::Community,
+            uuid: c.uuid,
+            group_id: group.clone(),
+            text: format!("{}\n{}", c.name, c.summary),
+            vector: c.name_embedding.clone(),
+        }
+    }
 }
 
 /// A candidate from one channel; the caller loads the record by `uuid`.

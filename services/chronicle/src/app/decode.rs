@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 use crate::gateway::{EpisodeInput, MAX_NAME_CHARS, parse_group, parse_time};
-use crate::query::SearchRequest;
+use chronicle_query::SearchRequest;
 
 /// Most items in one batch (episodes or triplets).
 pub const MAX_BATCH: usize = 1000;
@@ -543,7 +543,7 @@ pub fn context_spec(
     // The latest words matter most: a long history keeps its end.
     let skip = query.chars().count().saturating_sub(MAX_QUERY_CHARS);
     let query: String = query.chars().skip(skip).collect();
-    let max_chars = max_chars.unwrap_or(crate::query::DEFAULT_CONTEXT_CHARS);
+    let max_chars = max_chars.unwrap_or(chronicle_query::DEFAULT_CONTEXT_CHARS);
     check_limit("max_chars", max_chars, MAX_CONTEXT_CHARS)?;
     Ok(ContextSpec {
         query,

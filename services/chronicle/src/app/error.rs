@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::gateway::InputError;
-use crate::query::QueryError;
+use chronicle_query::QueryError;
 
 /// An API error response.
 #[derive(Clone, Debug, PartialEq, Eq)]

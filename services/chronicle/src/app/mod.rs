@@ -26,8 +26,8 @@ use self::decode::EntityRef;
 use self::error::ApiError;
 use crate::gateway::{Gateway, Receipt, retraction_id};
 use crate::node::Node;
-use crate::query::{Query, QueryError};
 use crate::status::CommandStatus;
+use chronicle_query::{Query, QueryError};
 
 /// What became of a command of `group`: the status board knows the recent
 /// ones; an episode decided before its window is processed if it is in the
@@ -61,7 +61,7 @@ pub async fn find_entity(
             .entity(group, *u)
             .await
             .map_err(|e| ApiError::internal("looking the entity up", &e)),
-        EntityRef::Name(name) => match Query::new(node).entity_named(group, name).await {
+        EntityRef::Name(name) => match Query::new(&node.sources).entity_named(group, name).await {
             Ok(e) => Ok(Some(e)),
             Err(QueryError::UnknownEntity(_)) => Ok(None),
             Err(e) => Err(ApiError::internal("looking the entity up", &e)),
@@ -102,7 +102,7 @@ pub async fn summarize_saga(
     name: &str,
 ) -> Result<Command, ApiError> {
     let name = decode::saga_name(field, name)?;
-    let saga = Query::new(node)
+    let saga = Query::new(&node.sources)
         .saga(group, name)
         .await
         .map_err(|e| ApiError::internal("reading the saga", &e))?;

@@ -22,8 +22,8 @@ use crate::config::{LogUri, Settings, StoreUri};
 use crate::gateway::Gateway;
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
-use crate::query::{Query, ResultItem, SearchRequest};
 use crate::runtime;
+use chronicle_query::{Query, ResultItem, SearchRequest};
 
 /// One question of the set.
 #[derive(Debug, Deserialize)]
@@ -166,7 +166,7 @@ pub async fn run(
     let ingest_seconds = started.elapsed().as_secs_f64();
 
     let k_max = ks.iter().copied().max().unwrap_or(10);
-    let query = Query::new(&node);
+    let query = Query::new(&node.sources);
     let mut bm25 = Tally::default();
     let mut tallies: Vec<(String, Tally, Tally, Vec<Duration>)> = recipes
         .iter()

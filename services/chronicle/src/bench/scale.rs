@@ -16,9 +16,9 @@ use crate::config::{LogUri, Settings, StoreUri};
 use crate::gateway::Gateway;
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
-use crate::query::{Query, SearchRequest};
 use crate::runtime;
 use crate::status::CommandStatus;
+use chronicle_query::{Query, SearchRequest};
 
 use super::mix;
 
@@ -233,7 +233,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
 
 /// p95 of the combined recipe over the tenants, in milliseconds.
 async fn search_p95(node: &Node, tenants: u64, queries: u64) -> anyhow::Result<f64> {
-    let query = Query::new(node);
+    let query = Query::new(&node.sources);
     let mut samples = Vec::new();
     for q in 0..queries {
         let r = mix(q ^ 0x5ca1e);

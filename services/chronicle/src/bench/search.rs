@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 use crate::config::{EmbedderKind, ExtractorKind, Settings, StoreUri};
 use crate::node::{Node, Ports};
-use crate::query::{Query, SearchRequest};
+use chronicle_query::{Query, SearchRequest};
 
 const RELATIONS: [(&str, &str); 6] = [
     ("LIVES_IN", "lives in"),
@@ -211,7 +211,7 @@ async fn latency(
     queries: usize,
     groups: usize,
 ) -> anyhow::Result<serde_json::Value> {
-    let query = Query::new(node);
+    let query = Query::new(&node.sources);
     let mut samples = Vec::with_capacity(queries);
     let mut hits = 0usize;
     for i in 0..queries as u64 {

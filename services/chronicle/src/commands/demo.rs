@@ -7,8 +7,8 @@ use chronicle_model::GroupId;
 use crate::commands::read::fact_line;
 use crate::config::{EmbedderKind, ExtractorKind, Settings};
 use crate::node::Node;
-use crate::query::{Query, SearchRequest};
 use crate::style::{bold, cyan, dim};
+use chronicle_query::{Query, SearchRequest};
 
 /// The bundled sample: the seeds' Alice story and a second tenant.
 const SAMPLE: &str = include_str!("../../data/demo.jsonl");
@@ -59,7 +59,7 @@ pub async fn run() -> anyhow::Result<()> {
     );
     let started = std::time::Instant::now();
     super::ingest::run(&node, &first, true, false).await?;
-    let between = crate::query::now();
+    let between = chronicle_query::now();
     super::ingest::run(&node, &second, true, false).await?;
     println!(
         "{}",
@@ -71,7 +71,7 @@ pub async fn run() -> anyhow::Result<()> {
 
     let alice_group = GroupId::new("alice-assistant")?;
     let other_group = GroupId::new("acme-support")?;
-    let q = Query::new(&node);
+    let q = Query::new(&node.sources);
     let lives = |as_of| SearchFilters {
         edge_types: Some(vec!["LIVES_IN".into()]),
         as_of,

@@ -12,10 +12,10 @@ use crate::commands::read::fact_line;
 use crate::gateway::{Gateway, parse_group};
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
-use crate::query::{CommunityView, EpisodeProducts, Query, SagaView};
 use crate::runtime;
 use crate::status::CommandStatus;
 use crate::style::{bold, cyan, dim};
+use chronicle_query::{CommunityView, EpisodeProducts, Query, SagaView};
 
 fn group(id: &str) -> anyhow::Result<GroupId> {
     parse_group("--group", id).map_err(|e| anyhow::anyhow!("--group: {}", e.message))
@@ -96,14 +96,14 @@ pub async fn communities_build(node: &Arc<Node>, group_id: &str, json: bool) -> 
         },
     )
     .await?;
-    let communities = Query::new(node).communities(&g).await?;
+    let communities = Query::new(&node.sources).communities(&g).await?;
     print_communities(&g, &communities, json)
 }
 
 /// `chronicle communities list`.
 pub async fn communities_list(node: &Node, group_id: &str, json: bool) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let communities = Query::new(node).communities(&g).await?;
+    let communities = Query::new(&node.sources).communities(&g).await?;
     print_communities(&g, &communities, json)
 }
 
@@ -136,12 +136,15 @@ fn print_saga(saga: &SagaView, json: bool) -> anyhow::Result<()> {
 }
 
 async fn saga_or_hint(node: &Node, g: &GroupId, name: &str) -> anyhow::Result<SagaView> {
-    Query::new(node).saga(g, name).await?.ok_or_else(|| {
-        anyhow::anyhow!(
-            "no saga named `{name}` in group {g}; a saga is created by the first episode that \
+    Query::new(&node.sources)
+        .saga(g, name)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no saga named `{name}` in group {g}; a saga is created by the first episode that \
              names it (`\"saga\": \"{name}\"` in an ingest line)"
-        )
-    })
+            )
+        })
 }
 
 /// `chronicle saga summarize`.
@@ -185,7 +188,7 @@ pub async fn provenance(
         .iter()
         .map(|e| Uuid::parse_str(e).with_context(|| format!("`{e}` is not an episode uuid")))
         .collect::<anyhow::Result<Vec<Uuid>>>()?;
-    let products: EpisodeProducts = Query::new(node).produced_by(&g, &ids).await?;
+    let products: EpisodeProducts = Query::new(&node.sources).produced_by(&g, &ids).await?;
     let missing: Vec<&Uuid> = ids
         .iter()
         .filter(|u| !products.episodes.contains(u))

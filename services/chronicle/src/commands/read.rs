@@ -11,8 +11,8 @@ use uuid::Uuid;
 use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
-use crate::query::{Query, QueryError, ResultItem, SearchRequest};
 use crate::style::{bold, cyan, dim, green, yellow};
+use chronicle_query::{Query, QueryError, ResultItem, SearchRequest};
 
 fn group(id: &str) -> anyhow::Result<GroupId> {
     parse_group("--group", id).map_err(|e| anyhow::anyhow!("--group: {}", e.message))
@@ -104,7 +104,7 @@ pub async fn facts(
 ) -> anyhow::Result<()> {
     let g = group(group_id)?;
     let filters = time_filters(t)?;
-    let facts = Query::new(node)
+    let facts = Query::new(&node.sources)
         .facts(&g, entity, &filters)
         .await
         .map_err(|e| unknown_entity_hint(e, &g))?;
@@ -146,7 +146,7 @@ pub struct SearchArgs<'a> {
 /// `chronicle search`.
 pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Result<()> {
     let g = group(a.group)?;
-    let query = Query::new(node);
+    let query = Query::new(&node.sources);
     let mut request = SearchRequest::recipe(a.query, a.recipe, a.limit)?;
     request.filters = SearchFilters {
         edge_types: (!a.edge_types.is_empty()).then_some(a.edge_types),
@@ -228,7 +228,7 @@ pub async fn context(
             .map(|f| format!("--{}", f.replace('_', "-")));
         anyhow::anyhow!("{}: {}", flag.unwrap_or_else(|| "query".into()), e.error)
     })?;
-    let block = Query::new(node)
+    let block = Query::new(&node.sources)
         .context(&g, &spec.query, spec.max_chars, spec.as_of)
         .await?;
     if json {
@@ -242,7 +242,7 @@ pub async fn context(
 /// `chronicle timeline`.
 pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let (e, facts) = Query::new(node)
+    let (e, facts) = Query::new(&node.sources)
         .timeline(&g, entity)
         .await
         .map_err(|e| unknown_entity_hint(e, &g))?;

@@ -24,8 +24,8 @@ use crate::app::error::ApiError;
 use crate::app::{self, find_entity};
 use crate::gateway::Receipt;
 use crate::node::Node;
-use crate::query::{Query, QueryError, ResultItem};
 use crate::status::CommandStatus;
+use chronicle_query::{Query, QueryError, ResultItem};
 
 /// A JSON request body, read under the configured size limit (413 naming
 /// `body`) and deadline (408); a non-empty body must say it is JSON (415),
@@ -119,7 +119,7 @@ pub async fn post_episodes(
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let s = decode::episodes(&group, &body, crate::query::now())?;
+    let s = decode::episodes(&group, &body, chronicle_query::now())?;
     submit(&state, s).await
 }
 
@@ -131,7 +131,7 @@ pub async fn post_triplets(
     Body(body): Body,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let s = decode::triplets(&group, &body, crate::query::now())?;
+    let s = decode::triplets(&group, &body, chronicle_query::now())?;
     submit(&state, s).await
 }
 
@@ -175,7 +175,7 @@ pub async fn list_episodes(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let q = decode::list_query(raw.as_deref())?;
-    let episodes = Query::new(&state.node)
+    let episodes = Query::new(&state.node.sources)
         .recent_episodes(&group, q.before, q.last_n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
@@ -213,7 +213,7 @@ pub async fn context(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let spec = decode::context(&body)?;
-    let block = Query::new(&state.node)
+    let block = Query::new(&state.node.sources)
         .context(&group, &spec.query, spec.max_chars, spec.as_of)
         .await
         .map_err(|e| ApiError::from_query(e, "query"))?;
@@ -236,7 +236,7 @@ pub async fn search(
             .ok_or_else(|| ApiError::bad_request("center", "no such entity in this group"))?;
         request.center = Some(e.uuid);
     }
-    let results = Query::new(&state.node)
+    let results = Query::new(&state.node.sources)
         .search(&group, &request)
         .await
         .map_err(|e| {
@@ -292,7 +292,7 @@ pub async fn timeline(
         include_history: true,
         ..Default::default()
     };
-    let (facts, _) = Query::new(&state.node)
+    let (facts, _) = Query::new(&state.node.sources)
         .facts_limited(&group, Some(e.uuid), &filters, usize::MAX)
         .await
         .map_err(|e| ApiError::from_query(e, "uuid"))?;
@@ -325,7 +325,7 @@ pub async fn facts(
         ),
         None => None,
     };
-    let (facts, truncated) = Query::new(&state.node)
+    let (facts, truncated) = Query::new(&state.node.sources)
         .facts_limited(&group, entity, &q.filters, q.limit)
         .await
         .map_err(|e| ApiError::from_query(e, "entity"))?;

@@ -1,0 +1,172 @@
+//! The memory list (the default recipe): turns ranked by their own
+//! channels, by the votes of the facts extracted from them and, when the
+//! query names a period, by being inside it; each turn one result, with
+//! its facts and neighbouring turns attached.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chronicle_engine::search::{self, Channel, Scope, rrf};
+use chronicle_engine::temporal;
+use chronicle_index::DocKind;
+use chronicle_model::{Episode, Fact, GroupId};
+use uuid::Uuid;
+
+use crate::load::Loaded;
+use crate::results::{ResultItem, SearchRequest, SupportingFact, Turn};
+use crate::{Query, QueryError};
+
+impl Query<'_> {
+    /// The mixed list (see [`SearchConfig::mixed`]): episodes by their own
+    /// channels and by the votes of the facts extracted from them.
+    pub(crate) async fn search_mixed(
+        &self,
+        group: &GroupId,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Result<Vec<ResultItem>, QueryError> {
+        let config = &request.config;
+        let limit = config.limit.max(1);
+        let fetch = (limit * 5).max(50);
+        let text = request.query.trim();
+        let channel_lists = |sc: Option<&search::ScopeConfig>, kind: DocKind| {
+            let mut lists: Vec<Vec<Uuid>> = Vec::new();
+            let Some(sc) = sc else {
+                return Ok::<_, QueryError>(lists);
+            };
+            if sc.channels.contains(&Channel::Bm25) && !text.is_empty() {
+                let hits = self
+                    .sources
+                    .index
+                    .text_search(group, &[kind], text, fetch)?;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            if sc.channels.contains(&Channel::Cosine)
+                && let Some(v) = query_vector
+            {
+                let hits = self.sources.index.vector_search(group, &[kind], v, fetch)?;
+                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            }
+            Ok(lists)
+        };
+        let episode_lists = channel_lists(config.episodes.as_ref(), DocKind::Episode)?;
+        let fact_lists = channel_lists(config.facts.as_ref(), DocKind::Fact)?;
+
+        // Facts that pass the filters, and the order they rank in.
+        let mut facts: BTreeMap<Uuid, Fact> = BTreeMap::new();
+        for u in fact_lists
+            .iter()
+            .flatten()
+            .copied()
+            .collect::<BTreeSet<_>>()
+        {
+            if let Some(Loaded::Fact(f)) =
+                self.load(group, Scope::Fact, u, &request.filters).await?
+            {
+                facts.insert(u, f);
+            }
+        }
+        let fact_lists: Vec<Vec<Uuid>> = fact_lists
+            .into_iter()
+            .map(|l| l.into_iter().filter(|u| facts.contains_key(u)).collect())
+            .collect();
+        let fact_order = rrf(&fact_lists, 1.0);
+        let no_episodes: &[Uuid] = &[];
+        let vote_lists: Vec<Vec<Uuid>> = fact_lists
+            .iter()
+            .map(|l| search::votes(l, |f| facts.get(f).map_or(no_episodes, |f| &f.episodes)))
+            .collect();
+        let mut weighted: Vec<(&[Uuid], f32)> =
+            episode_lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+        weighted.extend(
+            vote_lists
+                .iter()
+                .map(|l| (l.as_slice(), search::FACT_VOTE_WEIGHT)),
+        );
+        let mut fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+
+        // Candidates load once: for the time channel and for the results.
+        let mut episodes: BTreeMap<Uuid, Option<Episode>> = BTreeMap::new();
+        if let Some(period) = temporal::period_in(text, self.now) {
+            for (u, _) in fused.iter().take(fetch) {
+                let e = self.load_episode(group, *u, &request.filters).await?;
+                episodes.insert(*u, e);
+            }
+            let timed = search::in_period(&fused[..fused.len().min(fetch)], &period, |u| {
+                episodes.get(u).and_then(|e| e.as_ref()).map(|e| e.valid_at)
+            });
+            weighted.push((timed.as_slice(), search::PERIOD_WEIGHT));
+            fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
+        }
+
+        let mut out = Vec::new();
+        for (u, score) in fused {
+            if out.len() >= limit {
+                break;
+            }
+            let e = match episodes.remove(&u) {
+                Some(e) => e,
+                None => self.load_episode(group, u, &request.filters).await?,
+            };
+            let Some(e) = e else {
+                continue;
+            };
+            let context = if config.context_turns > 0 {
+                self.turns_around(group, &e, config.context_turns).await?
+            } else {
+                Vec::new()
+            };
+            let mut item = self.item(group, Loaded::Episode(e), score).await?;
+            item.context = context;
+            item.facts = fact_order
+                .iter()
+                .filter_map(|(f, _)| facts.get(f))
+                .filter(|f| f.episodes.contains(&u))
+                .map(|f| SupportingFact {
+                    uuid: f.uuid,
+                    fact: f.fact.clone(),
+                    valid_at: f.valid_at,
+                    invalid_at: f.invalid_at,
+                    expired_at: f.expired_at,
+                })
+                .collect();
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    /// The `n` turns before and after an episode in the group's order
+    /// (reference time, then log order), the episode itself included. Turns
+    /// are looked up among the episodes at or before its reference time
+    /// (a conversation's session shares one), so later turns come only from
+    /// the same reference time.
+    pub(crate) async fn turns_around(
+        &self,
+        group: &GroupId,
+        center: &Episode,
+        n: usize,
+    ) -> Result<Vec<Turn>, QueryError> {
+        // Enough for a session's turns that share one reference time.
+        const WINDOW: usize = 64;
+        let mut around = self
+            .sources
+            .store
+            .episodes_by_time(group, Some(center.valid_at), WINDOW)
+            .await?;
+        around.sort_by_key(|e| (e.valid_at, e.created_at, e.uuid));
+        let Some(at) = around.iter().position(|e| e.uuid == center.uuid) else {
+            return Ok(vec![turn(center.clone())]);
+        };
+        let from = at.saturating_sub(n);
+        let to = (at + n + 1).min(around.len());
+        Ok(around.drain(from..to).map(turn).collect())
+    }
+}
+
+fn turn(e: Episode) -> Turn {
+    Turn {
+        uuid: e.uuid,
+        name: e.name,
+        content: e.content,
+        valid_at: e.valid_at,
+    }
+}
