@@ -102,6 +102,43 @@ async fn run(d: &Decider, state: &mut GroupState, items: &[Accepted]) {
     }
 }
 
+/// One group's history told turn by turn: the decider, the state and the fold
+/// that every scenario needs, set up once.
+struct Scenario {
+    group: GroupId,
+    decider: Decider,
+    state: GroupState,
+}
+
+impl Scenario {
+    fn offline(group_name: &str) -> Self {
+        Self::with(group_name, offline())
+    }
+
+    fn with(group_name: &str, decider: Decider) -> Self {
+        let group = group(group_name);
+        Scenario {
+            state: GroupState::new(group.clone()),
+            group,
+            decider,
+        }
+    }
+
+    /// Decides and applies `(n, content, reference time)` turns in order.
+    async fn tell(&mut self, turns: &[(u128, &str, &str)]) {
+        let items: Vec<Accepted> = turns
+            .iter()
+            .map(|(n, content, at)| episode(&self.group, *n, content, at))
+            .collect();
+        self.apply(&items).await;
+    }
+
+    /// Decides and applies commands built by the test itself.
+    async fn apply(&mut self, items: &[Accepted]) {
+        run(&self.decider, &mut self.state, items).await;
+    }
+}
+
 fn fact_to<'a>(state: &'a GroupState, target: &str) -> Vec<&'a Fact> {
     let target = state
         .entities()
@@ -125,18 +162,14 @@ fn lives_at(state: &GroupState, person: &str, t: Timestamp) -> Vec<String> {
 
 #[tokio::test]
 async fn alice_moves_from_beijing_to_shanghai() {
-    let g = group("alice");
-    let d = offline();
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 1, "Alice: I live in Beijing.", "2025-01-10T09:00:00Z"),
-            episode(&g, 2, "Alice: I moved to Shanghai.", "2025-03-01T09:00:00Z"),
-        ],
-    )
-    .await;
+    let mut scenario = Scenario::offline("alice");
+    scenario
+        .tell(&[
+            (1, "Alice: I live in Beijing.", "2025-01-10T09:00:00Z"),
+            (2, "Alice: I moved to Shanghai.", "2025-03-01T09:00:00Z"),
+        ])
+        .await;
+    let s = scenario.state;
     assert_eq!(
         lives_at(&s, "Alice", ts("2025-02-28T00:00:00Z")),
         ["Beijing"]
@@ -177,20 +210,16 @@ async fn alice_moves_from_beijing_to_shanghai() {
 
 #[tokio::test]
 async fn a_late_arrival_is_born_invalid_and_ends_the_older_fact() {
-    let g = group("late");
-    let d = offline();
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 1, "Alice lives in Beijing.", "2025-01-01T00:00:00Z"),
-            episode(&g, 2, "Alice moved to Shanghai.", "2025-03-01T00:00:00Z"),
+    let mut scenario = Scenario::offline("late");
+    scenario
+        .tell(&[
+            (1, "Alice lives in Beijing.", "2025-01-01T00:00:00Z"),
+            (2, "Alice moved to Shanghai.", "2025-03-01T00:00:00Z"),
             // arrives last, but talks about February
-            episode(&g, 3, "Alice lives in Hangzhou.", "2025-02-01T00:00:00Z"),
-        ],
-    )
-    .await;
+            (3, "Alice lives in Hangzhou.", "2025-02-01T00:00:00Z"),
+        ])
+        .await;
+    let s = scenario.state;
     let hz = fact_to(&s, "Hangzhou")[0];
     assert_eq!(
         (hz.valid_at, hz.invalid_at),
@@ -218,23 +247,14 @@ async fn a_late_arrival_is_born_invalid_and_ends_the_older_fact() {
 
 #[tokio::test]
 async fn windows_that_do_not_overlap_never_contradict() {
-    let g = group("windows");
-    let d = offline();
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(
-                &g,
-                1,
-                "Erin lived in Paris until 2020.",
-                "2024-05-01T00:00:00Z",
-            ),
-            episode(&g, 2, "Erin lives in Rome.", "2024-06-01T00:00:00Z"),
-        ],
-    )
-    .await;
+    let mut scenario = Scenario::offline("windows");
+    scenario
+        .tell(&[
+            (1, "Erin lived in Paris until 2020.", "2024-05-01T00:00:00Z"),
+            (2, "Erin lives in Rome.", "2024-06-01T00:00:00Z"),
+        ])
+        .await;
+    let s = scenario.state;
     let paris = fact_to(&s, "Paris")[0];
     assert_eq!(paris.invalid_at, Some(ts("2020-01-01T00:00:00Z")));
     assert!(paris.invalidated_by.is_none() && paris.expired_at.is_none());
@@ -243,19 +263,15 @@ async fn windows_that_do_not_overlap_never_contradict() {
 
 #[tokio::test]
 async fn restatements_add_provenance_and_endings_end_facts() {
-    let g = group("restate");
-    let d = offline();
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 1, "Bob works at Initech.", "2024-01-01T00:00:00Z"),
-            episode(&g, 2, "Bob works at Initech.", "2024-02-01T00:00:00Z"),
-            episode(&g, 3, "Bob left Initech.", "2024-06-01T00:00:00Z"),
-        ],
-    )
-    .await;
+    let mut scenario = Scenario::offline("restate");
+    scenario
+        .tell(&[
+            (1, "Bob works at Initech.", "2024-01-01T00:00:00Z"),
+            (2, "Bob works at Initech.", "2024-02-01T00:00:00Z"),
+            (3, "Bob left Initech.", "2024-06-01T00:00:00Z"),
+        ])
+        .await;
+    let s = scenario.state;
     let f = fact_to(&s, "Initech");
     assert_eq!(f.len(), 1, "no duplicate fact");
     assert_eq!(
@@ -267,49 +283,46 @@ async fn restatements_add_provenance_and_endings_end_facts() {
 
 #[tokio::test]
 async fn cardinality_one_invalidates_without_a_model_and_many_does_not() {
-    let g = group("card");
     let x = Arc::new(ModelLike {
         entity_verdict: None,
         calls: Mutex::new(Vec::new()),
     });
-    let d = Decider::new(
-        x.clone(),
-        Arc::new(TrigramEmbedder),
-        Default::default(),
-        DecideConfig::default(),
+    let mut scenario = Scenario::with(
+        "card",
+        Decider::new(
+            x.clone(),
+            Arc::new(TrigramEmbedder),
+            Default::default(),
+            DecideConfig::default(),
+        ),
     );
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 1, "Carol works at Initech.", "2024-01-01T00:00:00Z"),
-            episode(&g, 2, "Carol works at Globex.", "2024-03-01T00:00:00Z"),
-        ],
-    )
-    .await;
-    assert!(!fact_to(&s, "Initech")[0].is_current());
-    assert!(fact_to(&s, "Globex")[0].is_current());
+    scenario
+        .tell(&[
+            (1, "Carol works at Initech.", "2024-01-01T00:00:00Z"),
+            (2, "Carol works at Globex.", "2024-03-01T00:00:00Z"),
+        ])
+        .await;
+    let s = &scenario.state;
+    assert!(!fact_to(s, "Initech")[0].is_current());
+    assert!(fact_to(s, "Globex")[0].is_current());
     assert_eq!(
         *x.calls.lock().unwrap(),
         ["extract", "extract"],
         "no resolution call for cardinality-one"
     );
 
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(&g, 3, "Carol likes green tea.", "2024-04-01T00:00:00Z"),
-            episode(&g, 4, "Carol likes coffee.", "2024-05-01T00:00:00Z"),
-        ],
-    )
-    .await;
+    scenario
+        .tell(&[
+            (3, "Carol likes green tea.", "2024-04-01T00:00:00Z"),
+            (4, "Carol likes coffee.", "2024-05-01T00:00:00Z"),
+        ])
+        .await;
+    let s = &scenario.state;
     assert!(
-        fact_to(&s, "green tea")[0].is_current(),
+        fact_to(s, "green tea")[0].is_current(),
         "the model said no contradiction"
     );
-    assert!(fact_to(&s, "coffee")[0].is_current());
+    assert!(fact_to(s, "coffee")[0].is_current());
     assert_eq!(
         x.calls.lock().unwrap().last(),
         Some(&"resolve_facts"),
@@ -470,46 +483,54 @@ async fn triples_and_structured_json_need_no_extraction_call() {
 
 #[tokio::test]
 async fn episode_duplicates_collapse_and_retraction_undoes() {
-    let g = group("collapse");
-    let d = offline();
-    let mut s = GroupState::new(g.clone());
-    run(
-        &d,
-        &mut s,
-        &[
-            episode(
-                &g,
+    let mut scenario = Scenario::offline("collapse");
+    scenario
+        .tell(&[
+            (
                 1,
                 "Frank lives in Oslo. Frank works at Equinor.",
                 "2024-01-01T00:00:00Z",
             ),
-            episode(&g, 2, "Frank moved to Bergen.", "2024-02-01T00:00:00Z"),
-        ],
-    )
-    .await;
-    assert_eq!(s.entities().filter(|e| e.name == "Frank").count(), 1);
-    let before = s.clone();
+            (2, "Frank moved to Bergen.", "2024-02-01T00:00:00Z"),
+        ])
+        .await;
+    assert_eq!(
+        scenario
+            .state
+            .entities()
+            .filter(|e| e.name == "Frank")
+            .count(),
+        1
+    );
+    let before = scenario.state.clone();
     let retract = Accepted {
         command: Command::RetractEpisode {
             uuid: Uuid::from_u128(99),
-            group_id: g.clone(),
+            group_id: scenario.group.clone(),
             episode_uuid: Uuid::from_u128(2),
         },
         tx_time: ts("2024-03-01T00:00:00Z"),
         source: None,
     };
-    run(&d, &mut s, &[retract]).await;
+    scenario.apply(&[retract]).await;
+    let s = &scenario.state;
     assert!(s.entities().all(|e| e.name != "Bergen"));
     assert!(
-        fact_to(&s, "Oslo")[0].is_current(),
+        fact_to(s, "Oslo")[0].is_current(),
         "the move's invalidation is undone"
     );
     assert!(before.entities().any(|e| e.name == "Bergen"));
     // Deciding the same episode again is a no-op.
-    let again = d
+    let again = scenario
+        .decider
         .decide(
-            &s,
-            &episode(&g, 1, "Frank lives in Oslo.", "2024-01-01T00:00:00Z"),
+            s,
+            &episode(
+                &scenario.group,
+                1,
+                "Frank lives in Oslo.",
+                "2024-01-01T00:00:00Z",
+            ),
         )
         .await
         .unwrap();
