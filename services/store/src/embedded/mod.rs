@@ -1,0 +1,275 @@
+//! The embedded store: the projected graph in redb tables.
+//!
+//! Records are JSON without their embeddings; embeddings live as raw `f32`
+//! bytes in their own table, so the frequent read-modify-writes of the fold
+//! (provenance, invalidations, summaries) never copy vectors. Every table is
+//! keyed by `(group, ...)`, so a group's records are contiguous and a lookup
+//! can never reach another group.
+//!
+//! Applying records commits one write transaction holding the data and the
+//! new positions. Commits between [`GraphStore::flush`] calls skip the fsync
+//! (`Durability::None`): a crash rolls data and positions back together to
+//! the last durable commit, and the projector re-applies from there.
+//!
+//! [`records`] is the fold's view of a write transaction, [`reader`] the
+//! typed lookups of a read transaction, [`graph_store`] the port on both.
+
+mod graph_store;
+mod reader;
+mod records;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chronicle_engine::evolve::apply_batch;
+use chronicle_model::{EventBatch, LogPosition};
+use redb::{
+    Database, Durability, MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefinition,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{ApplyOutcome, StoreError, Touched};
+use reader::Reader;
+use records::{Tables, TxnRecords};
+
+type Key<'a> = (&'a str, u128);
+
+const POSITIONS: TableDefinition<u32, u64> = TableDefinition::new("positions");
+const GROUPS: TableDefinition<&str, ()> = TableDefinition::new("groups");
+const APPLIED: TableDefinition<Key, ()> = TableDefinition::new("applied_events");
+const EPISODES: TableDefinition<Key, &[u8]> = TableDefinition::new("episodes");
+/// `(group, valid_at µs, episode)`: episodes by reference time.
+const EPISODES_BY_TIME: TableDefinition<(&str, i64, u128), ()> =
+    TableDefinition::new("episodes_by_time");
+const ENTITIES: TableDefinition<Key, &[u8]> = TableDefinition::new("entities");
+/// `(group, normalized name, entity)`.
+const ENTITIES_BY_NAME: TableDefinition<(&str, &str, u128), ()> =
+    TableDefinition::new("entities_by_name");
+const FACTS: TableDefinition<Key, &[u8]> = TableDefinition::new("facts");
+/// `(group, entity, fact) -> other end`: facts of an entity, and neighbours.
+const FACTS_BY_ENTITY: TableDefinition<(&str, u128, u128), u128> =
+    TableDefinition::new("facts_by_entity");
+/// `(group, kind, id) -> f32 LE bytes`.
+const EMBEDDINGS: TableDefinition<(&str, u8, u128), &[u8]> = TableDefinition::new("embeddings");
+/// `(group, episode) -> entities`.
+const MENTIONS: MultimapTableDefinition<Key, u128> = MultimapTableDefinition::new("mentions");
+/// `(group, entity) -> episodes`.
+const MENTIONED_BY: MultimapTableDefinition<Key, u128> =
+    MultimapTableDefinition::new("mentioned_by");
+const SAGAS: TableDefinition<Key, &[u8]> = TableDefinition::new("sagas");
+const SAGA_OF_EPISODE: TableDefinition<Key, u128> = TableDefinition::new("saga_of_episode");
+const COMMUNITIES: TableDefinition<Key, &[u8]> = TableDefinition::new("communities");
+
+const KIND_ENTITY: u8 = 0;
+const KIND_FACT: u8 = 1;
+const KIND_COMMUNITY: u8 = 2;
+
+/// Tuning of the embedded store.
+#[derive(Clone, Debug)]
+pub struct EmbeddedStoreOptions {
+    /// redb page cache, in bytes.
+    pub cache_bytes: usize,
+}
+
+impl Default for EmbeddedStoreOptions {
+    fn default() -> Self {
+        EmbeddedStoreOptions {
+            cache_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// The projected graph in one redb file.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+    path: PathBuf,
+    unflushed: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for EmbeddedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EmbeddedStore({})", self.path.display())
+    }
+}
+
+/// A redb failure at `path`, as a store error (also the state store's).
+pub(crate) fn err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Storage {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("records serialize")
+}
+
+fn from_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
+fn vector_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_of(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store at `path` (a file).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, EmbeddedStoreOptions::default())
+    }
+
+    /// Opens with explicit options.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: EmbeddedStoreOptions,
+    ) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| err(&path, e))?;
+        }
+        let db = Database::builder()
+            .set_cache_size(options.cache_bytes)
+            .create(&path)
+            .map_err(|e| err(&path, e))?;
+        let store = EmbeddedStore {
+            db: Arc::new(db),
+            path,
+            unflushed: Arc::new(AtomicU64::new(0)),
+        };
+        store.write(Durability::Immediate, |tables| {
+            let _ = tables;
+            Ok(())
+        })?;
+        Ok(store)
+    }
+
+    /// Runs `f` over every table in one write transaction and commits.
+    fn write<T>(
+        &self,
+        durability: Durability,
+        f: impl FnOnce(&mut Tables<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut txn = self.db.begin_write().map_err(|e| err(&self.path, e))?;
+        txn.set_durability(durability)
+            .map_err(|e| err(&self.path, e))?;
+        let out = {
+            let mut tables = Tables::open(&txn, &self.path)?;
+            f(&mut tables)?
+        };
+        txn.commit().map_err(|e| err(&self.path, e))?;
+        Ok(out)
+    }
+
+    /// Runs `f` on a blocking thread: commits and whole-group scans take
+    /// milliseconds, and an async runtime thread must not stall on them.
+    /// Point lookups (microseconds, from the page cache) stay inline.
+    async fn off_runtime<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&EmbeddedStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| err(&self.path, e))?
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Reader) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| err(&self.path, e))?;
+        f(&Reader {
+            txn,
+            path: &self.path,
+        })
+    }
+
+    /// Drops every table and recreates them empty, in one durable commit.
+    fn clear_now(&self) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write().map_err(|e| err(&self.path, e))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| err(&self.path, e))?;
+        {
+            let e = |x: redb::TableError| err(&self.path, x);
+            txn.delete_table(POSITIONS).map_err(e)?;
+            txn.delete_table(GROUPS).map_err(e)?;
+            txn.delete_table(APPLIED).map_err(e)?;
+            txn.delete_table(EPISODES).map_err(e)?;
+            txn.delete_table(EPISODES_BY_TIME).map_err(e)?;
+            txn.delete_table(ENTITIES).map_err(e)?;
+            txn.delete_table(ENTITIES_BY_NAME).map_err(e)?;
+            txn.delete_table(FACTS).map_err(e)?;
+            txn.delete_table(FACTS_BY_ENTITY).map_err(e)?;
+            txn.delete_table(EMBEDDINGS).map_err(e)?;
+            txn.delete_multimap_table(MENTIONS).map_err(e)?;
+            txn.delete_multimap_table(MENTIONED_BY).map_err(e)?;
+            txn.delete_table(SAGAS).map_err(e)?;
+            txn.delete_table(SAGA_OF_EPISODE).map_err(e)?;
+            txn.delete_table(COMMUNITIES).map_err(e)?;
+            Tables::open(&txn, &self.path)?;
+        }
+        txn.commit().map_err(|e| err(&self.path, e))
+    }
+
+    fn apply_now(
+        &self,
+        records: &[(LogPosition, EventBatch)],
+    ) -> Result<Vec<ApplyOutcome>, StoreError> {
+        self.unflushed.fetch_add(1, Ordering::Relaxed);
+        self.write(Durability::None, |tables| {
+            let mut outcomes = Vec::with_capacity(records.len());
+            for (position, batch) in records {
+                let next = tables
+                    .positions
+                    .get(position.partition)
+                    .map_err(|e| err(tables.path, e))?
+                    .map(|v| v.value())
+                    .unwrap_or(0);
+                if position.offset < next {
+                    outcomes.push(ApplyOutcome {
+                        group_id: batch.group_id.clone(),
+                        applied: false,
+                        events_applied: 0,
+                        touched: Touched::default(),
+                    });
+                    continue;
+                }
+                let mut records = TxnRecords {
+                    tables: &mut *tables,
+                    group: batch.group_id.as_str(),
+                    touched: Touched::default(),
+                    failure: None,
+                };
+                let events_applied = apply_batch(&mut records, batch);
+                let TxnRecords {
+                    touched, failure, ..
+                } = records;
+                if let Some(e) = failure {
+                    return Err(e);
+                }
+                tables
+                    .positions
+                    .insert(position.partition, position.offset + 1)
+                    .map_err(|e| err(tables.path, e))?;
+                tables
+                    .groups
+                    .insert(batch.group_id.as_str(), ())
+                    .map_err(|e| err(tables.path, e))?;
+                outcomes.push(ApplyOutcome {
+                    group_id: batch.group_id.clone(),
+                    applied: true,
+                    events_applied,
+                    touched,
+                });
+            }
+            Ok(outcomes)
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! Typed lookups in a read transaction.
+
+use std::path::Path;
+
+use chronicle_model::{Community, Entity, Fact, GroupId};
+use redb::{MultimapTableDefinition, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use super::{
+    COMMUNITIES, EMBEDDINGS, ENTITIES, FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY,
+    KIND_FACT, Key, err, from_json, vector_of,
+};
+use crate::{Neighbour, StoreError};
+
+/// A read transaction with typed lookups.
+pub(super) struct Reader<'p> {
+    pub(super) txn: redb::ReadTransaction,
+    pub(super) path: &'p Path,
+}
+
+impl Reader<'_> {
+    pub(super) fn e(&self, x: impl std::fmt::Display) -> StoreError {
+        err(self.path, x)
+    }
+
+    pub(super) fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<redb::ReadOnlyTable<K, V>, StoreError> {
+        self.txn.open_table(def).map_err(|x| self.e(x))
+    }
+
+    pub(super) fn embedding(
+        &self,
+        group: &str,
+        kind: u8,
+        uuid: Uuid,
+    ) -> Result<Option<Vec<f32>>, StoreError> {
+        let t = self.table(EMBEDDINGS)?;
+        Ok(t.get((group, kind, uuid.as_u128()))
+            .map_err(|x| self.e(x))?
+            .map(|v| vector_of(v.value())))
+    }
+
+    pub(super) fn record<T: DeserializeOwned>(
+        &self,
+        def: TableDefinition<Key, &[u8]>,
+        group: &str,
+        uuid: Uuid,
+        what: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let t = self.table(def)?;
+        match t.get((group, uuid.as_u128())).map_err(|x| self.e(x))? {
+            Some(v) => from_json(v.value(), what).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn entity(&self, group: &str, uuid: Uuid) -> Result<Option<Entity>, StoreError> {
+        let Some(mut e): Option<Entity> = self.record(ENTITIES, group, uuid, "entity")? else {
+            return Ok(None);
+        };
+        e.name_embedding = self.embedding(group, KIND_ENTITY, uuid)?;
+        Ok(Some(e))
+    }
+
+    pub(super) fn fact(&self, group: &str, uuid: Uuid) -> Result<Option<Fact>, StoreError> {
+        let Some(mut f): Option<Fact> = self.record(FACTS, group, uuid, "fact")? else {
+            return Ok(None);
+        };
+        f.fact_embedding = self.embedding(group, KIND_FACT, uuid)?;
+        Ok(Some(f))
+    }
+
+    pub(super) fn community(
+        &self,
+        group: &str,
+        uuid: Uuid,
+    ) -> Result<Option<Community>, StoreError> {
+        let Some(mut c): Option<Community> = self.record(COMMUNITIES, group, uuid, "community")?
+        else {
+            return Ok(None);
+        };
+        c.name_embedding = self.embedding(group, KIND_COMMUNITY, uuid)?;
+        Ok(Some(c))
+    }
+
+    /// Every id of a group in a `(group, uuid)` table.
+    pub(super) fn ids(
+        &self,
+        def: TableDefinition<Key, &[u8]>,
+        group: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let t = self.table(def)?;
+        let mut out = Vec::new();
+        for row in t
+            .range((group, 0u128)..=(group, u128::MAX))
+            .map_err(|x| self.e(x))?
+        {
+            let (k, _) = row.map_err(|x| self.e(x))?;
+            out.push(Uuid::from_u128(k.value().1));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn fact_ids_of(
+        &self,
+        group: &str,
+        entity: Uuid,
+    ) -> Result<Vec<Neighbour>, StoreError> {
+        let t = self.table(FACTS_BY_ENTITY)?;
+        let e = entity.as_u128();
+        let mut out = Vec::new();
+        for row in t
+            .range((group, e, 0u128)..=(group, e, u128::MAX))
+            .map_err(|x| self.e(x))?
+        {
+            let (k, v) = row.map_err(|x| self.e(x))?;
+            out.push(Neighbour {
+                fact: Uuid::from_u128(k.value().2),
+                entity: Uuid::from_u128(v.value()),
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn multimap(
+        &self,
+        def: MultimapTableDefinition<Key, u128>,
+        group: &str,
+        uuid: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let t = self.txn.open_multimap_table(def).map_err(|x| self.e(x))?;
+        let mut out = Vec::new();
+        for v in t.get((group, uuid.as_u128())).map_err(|x| self.e(x))? {
+            out.push(Uuid::from_u128(v.map_err(|x| self.e(x))?.value()));
+        }
+        Ok(out)
+    }
+
+    /// Every group with projected records.
+    pub(super) fn groups(&self) -> Result<Vec<GroupId>, StoreError> {
+        let t = self.table(GROUPS)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(|x| self.e(x))? {
+            let (k, _) = row.map_err(|x| self.e(x))?;
+            out.push(GroupId::new(k.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
+        }
+        Ok(out)
+    }
+}
