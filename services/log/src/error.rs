@@ -2,6 +2,9 @@
 
 use thiserror::Error;
 
+/// A client error kept as the cause of a [`LogError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a log operation failed.
 #[derive(Debug, Error)]
 pub enum LogError {
@@ -45,6 +48,12 @@ pub enum LogError {
     #[error("the log is closed")]
     Closed,
     /// The Kafka client or broker failed.
-    #[error("kafka: {0}")]
-    Kafka(String),
+    #[error("kafka: {context}")]
+    Kafka {
+        /// What the log was doing, and with what.
+        context: String,
+        /// The client's error, when it raised one.
+        #[source]
+        source: Option<BoxError>,
+    },
 }

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use chronicle_model::Timestamp;
 
 pub use embedded::{EmbeddedLog, EmbeddedLogOptions};
-pub use error::LogError;
+pub use error::{BoxError, LogError};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaConfig, KafkaLog};
 pub use membership::{Assignment, Membership, RELEASE_TIMEOUT, Release};

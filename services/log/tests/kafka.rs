@@ -439,8 +439,9 @@ async fn broker_failures_are_typed_errors() {
     .await
     .unwrap_err();
     assert!(
-        matches!(&err, LogError::Kafka(m) if m.contains(&addr)),
-        "unexpected: {err}"
+        matches!(&err, LogError::Kafka { .. }) && with_causes(&err).contains(&addr),
+        "unexpected: {}",
+        with_causes(&err)
     );
 }
 
@@ -543,8 +544,9 @@ async fn transactions_fail_cleanly_without_broker_support() {
             .await
             .unwrap_err();
         assert!(
-            matches!(&err, LogError::Kafka(m) if m.contains("EndTxn")),
-            "attempt {attempt}: {err}"
+            matches!(&err, LogError::Kafka { .. }) && with_causes(&err).contains("EndTxn"),
+            "attempt {attempt}: {}",
+            with_causes(&err)
         );
         assert!(
             started.elapsed() < Duration::from_secs(10),
@@ -788,4 +790,16 @@ async fn a_killed_member_is_replaced() {
             }
         }
     }
+}
+
+/// An error and its causes, as one line.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }

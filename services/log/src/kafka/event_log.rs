@@ -10,7 +10,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use super::membership::KafkaMembership;
-use super::{KafkaLog, blocking, ceil_millis, kafka_err, lock, to_i32};
+use super::{KafkaLog, blocking, ceil_millis, kafka_err, kafka_failure, lock, to_i32};
 use crate::{Appended, EventLog, LogError, NewRecord, OffsetCommit, Record};
 #[async_trait]
 impl EventLog for KafkaLog {
@@ -137,7 +137,7 @@ impl EventLog for KafkaLog {
                 .map_err(|e| kafka_err(what(), e))?;
             let elem = found
                 .find_partition(&name, p)
-                .ok_or_else(|| LogError::Kafka(format!("{}: no answer", what())))?;
+                .ok_or_else(|| kafka_failure(format!("{}: no answer", what())))?;
             elem.error().map_err(|e| kafka_err(what(), e))?;
             Ok(match elem.offset() {
                 Offset::Offset(o) if o >= 0 => (Some(o as u64), low, high),
@@ -201,7 +201,7 @@ impl EventLog for KafkaLog {
                 .map_err(|e| kafka_err(what(), e))?;
             let elem = found
                 .find_partition(&name, p)
-                .ok_or_else(|| LogError::Kafka(format!("{}: no answer", what())))?;
+                .ok_or_else(|| kafka_failure(format!("{}: no answer", what())))?;
             elem.error().map_err(|e| kafka_err(what(), e))?;
             Ok(match elem.offset() {
                 Offset::Offset(o) if o >= 0 => Some(o as u64),

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::topic_partition_list::TopicPartitionList;
 
-use super::{KafkaConfig, kafka_err, lock};
+use super::{KafkaConfig, kafka_err, kafka_failure, lock};
 use crate::LogError;
 
 /// Receives rebalances of a subscribed (but paused) consumer.
@@ -178,6 +178,6 @@ impl crate::Membership for KafkaMembership {
         self.changes
             .recv()
             .await
-            .ok_or_else(|| LogError::Kafka("the membership consumer stopped".into()))
+            .ok_or_else(|| kafka_failure("the membership consumer stopped".into()))
     }
 }

@@ -44,7 +44,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::producer::{FutureProducer, Producer};
 use rdkafka::types::RDKafkaRespErr;
 
-use crate::LogError;
+use crate::{BoxError, LogError};
 
 pub use config::KafkaConfig;
 use reader::SharedReader;
@@ -84,8 +84,34 @@ struct Inner {
     last_timestamp: AtomicI64,
 }
 
-fn kafka_err(what: impl fmt::Display, e: impl fmt::Display) -> LogError {
-    LogError::Kafka(format!("{what}: {e}"))
+/// A failed Kafka call: what the log was doing, and the client's error.
+fn kafka_err(what: impl fmt::Display, e: impl Into<BoxError>) -> LogError {
+    LogError::Kafka {
+        context: what.to_string(),
+        source: Some(e.into()),
+    }
+}
+
+/// An error with its causes, as one line: what is remembered of a failure
+/// that later calls report.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+/// A Kafka failure the client did not raise (a missing answer, a value out
+/// of Kafka's range).
+fn kafka_failure(context: String) -> LogError {
+    LogError::Kafka {
+        context,
+        source: None,
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -103,7 +129,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 fn to_i32(value: u32, what: &str) -> Result<i32, LogError> {
-    i32::try_from(value).map_err(|_| LogError::Kafka(format!("{what} {value} exceeds Kafka's i32")))
+    i32::try_from(value).map_err(|_| kafka_failure(format!("{what} {value} exceeds Kafka's i32")))
 }
 
 fn now_millis() -> i64 {
@@ -286,7 +312,7 @@ impl KafkaLog {
             match found {
                 Some((count, true)) => return Ok(count),
                 _ if Instant::now() >= deadline => {
-                    return Err(LogError::Kafka(format!(
+                    return Err(kafka_failure(format!(
                         "topic `{topic}` was created but has no leader for every \
                          partition after {:?}",
                         self.inner.config.timeout

@@ -10,7 +10,10 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{DeliveryFuture, FutureRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::{KafkaLog, blocking, kafka_err, lock, now_millis, record_timestamp, to_i32};
+use super::{
+    KafkaLog, blocking, kafka_err, kafka_failure, lock, now_millis, record_timestamp, to_i32,
+    with_causes,
+};
 use crate::{Appended, LogError, NewRecord, OffsetCommit, partition_for};
 impl KafkaLog {
     /// The timestamp for the next record: now, but never before the last one.
@@ -64,7 +67,7 @@ impl KafkaLog {
             let result = match delivery.await {
                 Ok(Ok(d)) => u64::try_from(d.offset)
                     .map_err(|_| {
-                        LogError::Kafka(format!(
+                        kafka_failure(format!(
                             "broker acknowledged {topic}/{partition} without an offset"
                         ))
                     })
@@ -114,7 +117,7 @@ impl KafkaLog {
     fn offsets(commit: &OffsetCommit) -> Result<TopicPartitionList, LogError> {
         let mut tpl = TopicPartitionList::new();
         let next = i64::try_from(commit.next_offset).map_err(|_| {
-            LogError::Kafka(format!("offset {} exceeds Kafka's i64", commit.next_offset))
+            kafka_failure(format!("offset {} exceeds Kafka's i64", commit.next_offset))
         })?;
         tpl.add_partition_offset(
             &commit.topic,
@@ -157,7 +160,7 @@ impl KafkaLog {
         let task = tokio::spawn(async move {
             let _one_at_a_time = log.inner.transaction.lock().await;
             if let Some(reason) = lock(&log.inner.broken_transactions).clone() {
-                return Err(LogError::Kafka(format!(
+                return Err(kafka_failure(format!(
                     "the transactional producer is unusable since an earlier failure \
                      ({reason}); connect a new KafkaLog"
                 )));
@@ -181,7 +184,7 @@ impl KafkaLog {
                     // Neither committed nor aborted: librdkafka will refuse
                     // every further transaction on this producer.
                     tracing::error!(error = %e, %abort, "a failed Kafka transaction could not be aborted");
-                    *lock(&log.inner.broken_transactions) = Some(e.to_string());
+                    *lock(&log.inner.broken_transactions) = Some(with_causes(&e));
                 }
             }
             result
@@ -206,7 +209,7 @@ impl KafkaLog {
             let producer = producer.clone();
             blocking(move || {
                 let group = consumer.group_metadata().ok_or_else(|| {
-                    LogError::Kafka(format!("group `{}` has no metadata", commit.group))
+                    kafka_failure(format!("group `{}` has no metadata", commit.group))
                 })?;
                 producer
                     .send_offsets_to_transaction(&tpl, &group, timeout)

@@ -9,7 +9,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
-use super::{KafkaLog, kafka_err, lock, record_timestamp, to_i32};
+use super::{KafkaLog, kafka_err, kafka_failure, lock, record_timestamp, to_i32};
 use crate::{LogError, Record};
 impl KafkaLog {
     pub(super) fn reader(&self, topic: &str, partition: u32) -> Result<SharedReader, LogError> {
@@ -57,7 +57,7 @@ pub(super) struct PartitionReader {
 impl PartitionReader {
     fn position_at(&mut self, offset: u64) -> Result<(), LogError> {
         let raw = i64::try_from(offset)
-            .map_err(|_| LogError::Kafka(format!("offset {offset} exceeds Kafka's i64")))?;
+            .map_err(|_| kafka_failure(format!("offset {offset} exceeds Kafka's i64")))?;
         let sought = self.next.is_some()
             && self
                 .consumer
@@ -212,7 +212,7 @@ impl PartitionReader {
     fn consume_err(&mut self, offset: u64, e: KafkaError) -> LogError {
         if out_of_range(&e) {
             self.next = None;
-            return LogError::Kafka(format!(
+            return kafka_failure(format!(
                 "offset {offset} of {}/{} is no longer in the log",
                 self.topic, self.partition
             ));
