@@ -103,10 +103,10 @@ enum WriteRequest {
     },
 }
 
-fn storage_err(path: &Path, e: impl std::fmt::Display) -> LogError {
+fn storage_err(path: &Path, e: impl Into<crate::BoxError>) -> LogError {
     LogError::Storage {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source: e.into(),
     }
 }
 

@@ -25,12 +25,13 @@ pub enum LogError {
     #[error("a topic needs at least one partition")]
     NoPartitions,
     /// The embedded storage engine failed.
-    #[error("embedded log storage at {path}: {message}")]
+    #[error("embedded log storage at {path}")]
     Storage {
         /// The database file.
         path: String,
-        /// The engine's explanation.
-        message: String,
+        /// The engine's error.
+        #[source]
+        source: BoxError,
     },
     /// A stored record is malformed (the file was corrupted outside chronicle).
     #[error("corrupt record at {topic}/{partition}@{offset}: {reason}")]

@@ -9,19 +9,22 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// The storage engine failed.
-    #[error("graph store at {path}: {message}")]
+    #[error("graph store at {path}")]
     Storage {
         /// Where.
         path: String,
-        /// The engine's explanation.
-        message: String,
+        /// The engine's error.
+        #[source]
+        source: BoxError,
     },
     /// A stored record does not decode (written by another version, or corrupted).
     #[error("corrupt record: {0}")]
     Corrupt(String),
-    /// The remote database is unreachable or answered with an error.
-    #[error("database: {0}")]
-    Database(String),
+    /// The store could not complete an operation for a reason of its own (a
+    /// value outside a column's range, a fold that would not converge): no
+    /// driver error stands behind it.
+    #[error("graph store: {0}")]
+    Internal(String),
     /// The request took longer than the configured timeout.
     #[error("database request timed out after {0:?}")]
     Timeout(std::time::Duration),

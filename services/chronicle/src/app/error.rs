@@ -93,9 +93,19 @@ impl ApiError {
         }
     }
 
-    /// 500: logged with its cause; the caller sees only that it failed.
-    pub fn internal(context: &str, cause: &dyn std::fmt::Display) -> Self {
-        tracing::error!(context, error = %cause, "request failed");
+    /// 500: logged with its causes; the caller sees only that it failed.
+    pub fn internal(context: &str, cause: &dyn std::error::Error) -> Self {
+        tracing::error!(context, error = %Causes(cause), "request failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{context} failed on the server; see the server log"),
+        )
+    }
+
+    /// 500 for a broken expectation of the server itself, with no error
+    /// value behind it.
+    pub fn broken(context: &str, what: &str) -> Self {
+        tracing::error!(context, error = what, "request failed");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("{context} failed on the server; see the server log"),
@@ -103,8 +113,8 @@ impl ApiError {
     }
 
     /// 503: a dependency (the log, the store) did not answer; retry later.
-    pub fn unavailable(context: &str, cause: &dyn std::fmt::Display) -> Self {
-        tracing::warn!(context, error = %cause, "dependency unavailable");
+    pub fn unavailable(context: &str, cause: &dyn std::error::Error) -> Self {
+        tracing::warn!(context, error = %Causes(cause), "dependency unavailable");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("{context} is unavailable right now; retry later"),
@@ -159,5 +169,20 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// An error and its sources, `a: b: c`, for the server log.
+struct Causes<'a>(&'a dyn std::error::Error);
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
     }
 }

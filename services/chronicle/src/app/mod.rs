@@ -129,8 +129,8 @@ pub async fn submit_one(gateway: &Gateway, command: Command) -> Result<Receipt, 
     gateway
         .submit(vec![command])
         .await
-        .map_err(|e| ApiError::unavailable("the episodes log", &e))?
+        .map_err(|e| ApiError::unavailable("the episodes log", e.as_ref()))?
         .into_iter()
         .next()
-        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))
+        .ok_or_else(|| ApiError::broken("appending the command", "no receipt"))
 }

@@ -24,10 +24,10 @@ async fn accept(state: &AppState, command: Command) -> Result<Response, ApiError
         .gateway
         .submit(vec![command])
         .await
-        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+        .map_err(|e| ApiError::unavailable("the episodes log", e.as_ref()))?;
     let r = receipts
         .first()
-        .ok_or_else(|| ApiError::internal("appending the command", &"no receipt"))?;
+        .ok_or_else(|| ApiError::broken("appending the command", "no receipt"))?;
     let position = LogPosition {
         partition: r.partition,
         offset: r.offset,

@@ -98,13 +98,13 @@ async fn submit(state: &AppState, s: Submissions) -> Result<Response, ApiError> 
         .gateway
         .submit(commands)
         .await
-        .map_err(|e| ApiError::unavailable("the episodes log", &e))?;
+        .map_err(|e| ApiError::unavailable("the episodes log", e.as_ref()))?;
     let body = if s.batch {
         json!({ "episodes": receipts.iter().map(Accepted::from).collect::<Vec<_>>() })
     } else {
         let first = receipts
             .first()
-            .ok_or_else(|| ApiError::internal("appending the episode", &"no receipt"))?;
+            .ok_or_else(|| ApiError::broken("appending the episode", "no receipt"))?;
         serde_json::to_value(Accepted::from(first))
             .map_err(|e| ApiError::internal("encoding the receipt", &e))?
     };

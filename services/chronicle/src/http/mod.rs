@@ -520,7 +520,7 @@ async fn authorize(State(guard): State<Guard>, req: Request, next: Next) -> Resp
         }
     };
     let Some((_, raw)) = params.iter().find(|(k, _)| *k == "group_id") else {
-        return ApiError::internal("routing", &"a group route without {group_id}").into_response();
+        return ApiError::broken("routing", "a group route without {group_id}").into_response();
     };
     let group = match decode::group(raw) {
         Ok(g) => g,

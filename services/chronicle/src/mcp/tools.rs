@@ -113,7 +113,7 @@ pub fn decode_call(
         "summarize_saga" => ToolArgs::SummarizeSaga(decode_args(args)?),
         "get_status" => ToolArgs::GetStatus(decode_args(args)?),
         other => {
-            return Err(ApiError::internal(
+            return Err(ApiError::broken(
                 "dispatching an MCP tool",
                 &format!("`{other}` is in the table but has no decoder"),
             ));

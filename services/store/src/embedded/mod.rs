@@ -30,7 +30,7 @@ use redb::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{ApplyOutcome, StoreError, Touched};
+use crate::{ApplyOutcome, BoxError, StoreError, Touched};
 use reader::Reader;
 use records::{Tables, TxnRecords};
 
@@ -96,10 +96,10 @@ impl std::fmt::Debug for EmbeddedStore {
 }
 
 /// A redb failure at `path`, as a store error (also the state store's).
-pub(crate) fn err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+pub(crate) fn err(path: &Path, e: impl Into<BoxError>) -> StoreError {
     StoreError::Storage {
         path: path.display().to_string(),
-        message: e.to_string(),
+        source: e.into(),
     }
 }
 

@@ -20,7 +20,7 @@ pub(super) struct Reader<'p> {
 }
 
 impl Reader<'_> {
-    pub(super) fn e(&self, x: impl std::fmt::Display) -> StoreError {
+    pub(super) fn e(&self, x: impl Into<crate::BoxError>) -> StoreError {
         err(self.path, x)
     }
 

@@ -252,7 +252,10 @@ impl Backend for MemoryBackend {
             let mut fail = self.fail_writes.lock().expect("fault counter");
             if *fail > 0 {
                 *fail -= 1;
-                return Err(StoreError::Database("injected write failure".into()));
+                return Err(StoreError::Request {
+                    op: "writing a batch",
+                    source: "injected write failure".into(),
+                });
             }
         }
         let mut t = self.tables();

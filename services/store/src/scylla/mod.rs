@@ -275,7 +275,7 @@ impl ScyllaStore {
             }
             wanted = misses;
         }
-        Err(StoreError::Database(format!(
+        Err(StoreError::Internal(format!(
             "the fold of decision {} still needed unread rows after {MAX_PASSES} passes",
             batch.command_uuid
         )))
@@ -500,7 +500,7 @@ impl ScyllaStore {
 /// The `positions` row that follows `position`.
 fn position_row(position: LogPosition) -> Result<Mutation, StoreError> {
     let partition = i32::try_from(position.partition).map_err(|_| {
-        StoreError::Database(format!(
+        StoreError::Internal(format!(
             "log partition {} does not fit the positions table",
             position.partition
         ))
@@ -510,7 +510,7 @@ fn position_row(position: LogPosition) -> Result<Mutation, StoreError> {
         .checked_add(1)
         .and_then(|n| i64::try_from(n).ok())
         .ok_or_else(|| {
-            StoreError::Database(format!(
+            StoreError::Internal(format!(
                 "log offset {} does not fit the positions table",
                 position.offset
             ))

@@ -221,7 +221,8 @@ async fn a_failed_record_is_neither_half_applied_nor_lost() {
     store.apply(&records[..5]).await.unwrap();
     *backend.fail_writes.lock().unwrap() = 1;
     let err = store.apply(&records[5..]).await.unwrap_err();
-    assert!(err.to_string().contains("injected"), "{err}");
+    let cause = std::error::Error::source(&err).map(|c| c.to_string());
+    assert_eq!(cause.as_deref(), Some("injected write failure"), "{err}");
     // a new process on the same tables: resume from the stored positions
     let restarted = ScyllaStore::from_backend(backend.clone(), "memory".into(), 8);
     let positions = restarted.positions().await.unwrap();
