@@ -1,12 +1,19 @@
 //! Loading candidates: each record read once, admitted by the filters, and
 //! turned into the result a caller sees (provenance and end names attached).
 
+use std::collections::BTreeMap;
+
 use chronicle_engine::search::{Scope, SearchFilters};
 use chronicle_model::{Entity, Episode, Fact, GroupId};
+use futures::{StreamExt, TryStreamExt};
 use uuid::Uuid;
 
 use crate::results::{Provenance, ResultItem};
 use crate::{Query, QueryError};
+
+/// Candidate reads in flight at once: a remote store (ScyllaDB) answers
+/// them in overlapping round trips; the embedded one answers each at once.
+pub(crate) const LOAD_CONCURRENCY: usize = 32;
 
 /// Loaded and admitted candidates of one scope.
 pub(crate) enum Loaded {
@@ -50,6 +57,43 @@ impl Query<'_> {
                 _ => None,
             },
         )
+    }
+
+    /// Loads candidates concurrently and applies the filters; those filtered
+    /// out or gone are absent from the map.
+    pub(crate) async fn load_all(
+        &self,
+        group: &GroupId,
+        scope: Scope,
+        uuids: impl IntoIterator<Item = Uuid>,
+        filters: &SearchFilters,
+    ) -> Result<BTreeMap<Uuid, Loaded>, QueryError> {
+        futures::stream::iter(uuids)
+            .map(|u| async move { Ok::<_, QueryError>((u, self.load(group, scope, u, filters).await?)) })
+            .buffer_unordered(LOAD_CONCURRENCY)
+            .try_filter_map(|(u, x)| async move { Ok(x.map(|x| (u, x))) })
+            .try_collect()
+            .await
+    }
+
+    /// Loads episode candidates concurrently; each maps to `None` when
+    /// filtered out or gone, so none is read twice.
+    pub(crate) async fn load_episodes(
+        &self,
+        group: &GroupId,
+        uuids: &[Uuid],
+        filters: &SearchFilters,
+    ) -> Result<BTreeMap<Uuid, Option<Episode>>, QueryError> {
+        let mut loaded = self
+            .load_all(group, Scope::Episode, uuids.iter().copied(), filters)
+            .await?;
+        Ok(uuids
+            .iter()
+            .map(|u| match loaded.remove(u) {
+                Some(Loaded::Episode(e)) => (*u, Some(e)),
+                _ => (*u, None),
+            })
+            .collect())
     }
 
     /// Loads a candidate and applies the filters; `None` when filtered out or gone.
@@ -109,16 +153,17 @@ impl Query<'_> {
     ) -> Result<ResultItem, QueryError> {
         let store = &self.sources.store;
         let provenance = |ids: Vec<Uuid>| async move {
-            let mut out = Vec::new();
-            for u in ids {
-                if let Some(e) = store.episode(group, u).await? {
-                    out.push(Provenance {
+            futures::stream::iter(ids)
+                .map(|u| async move {
+                    Ok::<_, QueryError>(store.episode(group, u).await?.map(|e| Provenance {
                         uuid: u,
                         name: e.name,
-                    });
-                }
-            }
-            Ok::<_, QueryError>(out)
+                    }))
+                })
+                .buffered(LOAD_CONCURRENCY)
+                .try_filter_map(|p| async move { Ok(p) })
+                .try_collect::<Vec<_>>()
+                .await
         };
         let name_of = |u: Uuid| async move {
             Ok::<_, QueryError>(store.entity(group, u).await?.map(|e| e.name))

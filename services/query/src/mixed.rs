@@ -9,9 +9,10 @@ use chronicle_engine::search::{self, Channel, Scope, rrf};
 use chronicle_engine::temporal;
 use chronicle_index::DocKind;
 use chronicle_model::{Episode, Fact, GroupId};
+use futures::{StreamExt, TryStreamExt};
 use uuid::Uuid;
 
-use crate::load::Loaded;
+use crate::load::{LOAD_CONCURRENCY, Loaded};
 use crate::results::{ResultItem, SearchRequest, SupportingFact, Turn};
 use crate::{Query, QueryError};
 
@@ -52,19 +53,16 @@ impl Query<'_> {
         let fact_lists = channel_lists(config.facts.as_ref(), DocKind::Fact)?;
 
         // Facts that pass the filters, and the order they rank in.
-        let mut facts: BTreeMap<Uuid, Fact> = BTreeMap::new();
-        for u in fact_lists
-            .iter()
-            .flatten()
-            .copied()
-            .collect::<BTreeSet<_>>()
-        {
-            if let Some(Loaded::Fact(f)) =
-                self.load(group, Scope::Fact, u, &request.filters).await?
-            {
-                facts.insert(u, f);
-            }
-        }
+        let candidates: BTreeSet<Uuid> = fact_lists.iter().flatten().copied().collect();
+        let facts: BTreeMap<Uuid, Fact> = self
+            .load_all(group, Scope::Fact, candidates, &request.filters)
+            .await?
+            .into_iter()
+            .filter_map(|(u, x)| match x {
+                Loaded::Fact(f) => Some((u, f)),
+                _ => None,
+            })
+            .collect();
         let fact_lists: Vec<Vec<Uuid>> = fact_lists
             .into_iter()
             .map(|l| l.into_iter().filter(|u| facts.contains_key(u)).collect())
@@ -87,10 +85,11 @@ impl Query<'_> {
         // Candidates load once: for the time channel and for the results.
         let mut episodes: BTreeMap<Uuid, Option<Episode>> = BTreeMap::new();
         if let Some(period) = temporal::period_in(text, self.now) {
-            for (u, _) in fused.iter().take(fetch) {
-                let e = self.load_episode(group, *u, &request.filters).await?;
-                episodes.insert(*u, e);
-            }
+            let candidates: Vec<Uuid> = fused.iter().take(fetch).map(|(u, _)| *u).collect();
+            episodes.extend(
+                self.load_episodes(group, &candidates, &request.filters)
+                    .await?,
+            );
             let timed = search::in_period(&fused[..fused.len().min(fetch)], &period, |u| {
                 episodes.get(u).and_then(|e| e.as_ref()).map(|e| e.valid_at)
             });
@@ -98,23 +97,42 @@ impl Query<'_> {
             fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
         }
 
-        let mut out = Vec::new();
+        // The first `limit` candidates load together; later ones only when
+        // the filters drop some of those.
+        let first: Vec<Uuid> = (fused.iter().take(limit))
+            .map(|(u, _)| *u)
+            .filter(|u| !episodes.contains_key(u))
+            .collect();
+        episodes.extend(self.load_episodes(group, &first, &request.filters).await?);
+        let mut selected = Vec::new();
         for (u, score) in fused {
-            if out.len() >= limit {
+            if selected.len() >= limit {
                 break;
             }
             let e = match episodes.remove(&u) {
                 Some(e) => e,
                 None => self.load_episode(group, u, &request.filters).await?,
             };
-            let Some(e) = e else {
-                continue;
-            };
-            let context = if config.context_turns > 0 {
-                self.turns_around(group, &e, config.context_turns).await?
-            } else {
-                Vec::new()
-            };
+            if let Some(e) = e {
+                selected.push((e, score));
+            }
+        }
+        // Each result's neighbouring turns, read concurrently, in rank order.
+        let n = config.context_turns;
+        let contexts: Vec<Vec<Turn>> = if n > 0 {
+            let reads: Vec<_> = (selected.iter())
+                .map(|(e, _)| self.turns_around(group, e, n))
+                .collect();
+            futures::stream::iter(reads)
+                .buffered(LOAD_CONCURRENCY)
+                .try_collect()
+                .await?
+        } else {
+            vec![Vec::new(); selected.len()]
+        };
+        let mut out = Vec::with_capacity(selected.len());
+        for ((e, score), context) in selected.into_iter().zip(contexts) {
+            let u = e.uuid;
             let mut item = self.item(group, Loaded::Episode(e), score).await?;
             item.context = context;
             item.facts = fact_order

@@ -10,9 +10,10 @@ use chronicle_engine::search::{
 use chronicle_index::DocKind;
 use chronicle_metrics::METRICS;
 use chronicle_model::GroupId;
+use futures::{StreamExt, TryStreamExt};
 use uuid::Uuid;
 
-use crate::load::Loaded;
+use crate::load::{LOAD_CONCURRENCY, Loaded};
 use crate::results::{ResultItem, SearchRequest, SearchResults};
 use crate::{Query, QueryError};
 
@@ -121,13 +122,10 @@ impl Query<'_> {
                 lists.push(h.reached(scope));
             }
             // Load and filter every candidate once.
-            let mut loaded: BTreeMap<Uuid, Loaded> = BTreeMap::new();
             let candidates: BTreeSet<Uuid> = lists.iter().flatten().copied().collect();
-            for u in candidates {
-                if let Some(x) = self.load(group, scope, u, &request.filters).await? {
-                    loaded.insert(u, x);
-                }
-            }
+            let mut loaded = self
+                .load_all(group, scope, candidates, &request.filters)
+                .await?;
             let lists: Vec<Vec<Uuid>> = lists
                 .into_iter()
                 .map(|l| l.into_iter().filter(|u| loaded.contains_key(u)).collect())
@@ -186,13 +184,18 @@ impl Query<'_> {
                     scored
                 }
             };
-            let mut out = Vec::new();
-            for (u, score) in ranked.into_iter().take(limit) {
-                if let Some(x) = loaded.remove(&u) {
-                    out.push(self.item(group, x, score).await?);
-                }
-            }
-            return Ok(out);
+            // Results (their end names and provenance) read concurrently, in
+            // rank order.
+            let chosen: Vec<(Loaded, f32)> = ranked
+                .into_iter()
+                .take(limit)
+                .filter_map(|(u, score)| loaded.remove(&u).map(|x| (x, score)))
+                .collect();
+            return futures::stream::iter(chosen)
+                .map(|(x, score)| self.item(group, x, score))
+                .buffered(LOAD_CONCURRENCY)
+                .try_collect()
+                .await;
         }
     }
 
