@@ -9,6 +9,8 @@
 //! values is written out by hand in [`command`] and [`event`] so that every
 //! field's encoding is explicit and reviewable.
 
+#![warn(missing_docs)]
+
 mod command;
 mod error;
 mod event;

@@ -9,6 +9,8 @@
 //!
 //! Nothing here performs I/O or knows an adapter.
 
+#![warn(missing_docs)]
+
 pub mod communities;
 pub mod decide;
 pub mod evolve;

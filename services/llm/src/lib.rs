@@ -14,6 +14,8 @@
 //!   a loopback server speaking the same wire format, for tests and
 //!   benchmarks.
 
+#![warn(missing_docs)]
+
 mod answers;
 mod cache;
 mod client;

@@ -6,6 +6,8 @@
 //! (murmur2) partitioner, so a group keeps its partition when it moves from
 //! one to the other.
 
+#![warn(missing_docs)]
+
 mod embedded;
 mod error;
 #[cfg(feature = "kafka")]

@@ -5,6 +5,8 @@
 //! label (per-tenant figures come from the status API); partitions are
 //! bounded by the topic's partition count.
 
+#![warn(missing_docs)]
+
 use std::sync::LazyLock;
 
 use prometheus::{

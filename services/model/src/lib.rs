@@ -3,6 +3,8 @@
 //!
 //! Pure data and rules; this crate performs no I/O.
 
+#![warn(missing_docs)]
+
 mod command;
 mod community;
 mod entity;

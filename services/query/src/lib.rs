@@ -15,7 +15,6 @@
 //! | `reads` | entity lookups, fact listings, timelines, products, communities, sagas |
 //! | `load` | reading and admitting candidates, building results |
 
-#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod context;

@@ -8,6 +8,8 @@
 //! (feature `scylla`, on by default) runs the very same conformance suite
 //! ([`testing`]).
 
+#![warn(missing_docs)]
+
 mod embedded;
 mod error;
 #[cfg(feature = "scylla")]

@@ -7,6 +7,8 @@
 //! process on a free `127.0.0.1` port, storing in SQLite under a temporary
 //! directory that disappears with it.
 
+#![warn(missing_docs)]
+
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::mpsc;
