@@ -135,15 +135,8 @@ impl EventLog for KafkaLog {
             let found = meta
                 .offsets_for_times(tpl, timeout)
                 .map_err(|e| kafka_err(what(), e))?;
-            let elem = found
-                .find_partition(&name, p)
-                .ok_or_else(|| kafka_failure(format!("{}: no answer", what())))?;
-            elem.error().map_err(|e| kafka_err(what(), e))?;
-            Ok(match elem.offset() {
-                Offset::Offset(o) if o >= 0 => (Some(o as u64), low, high),
-                // No record at or after the instant.
-                _ => (None, low, high),
-            })
+            // `None`: no record at or after the instant.
+            Ok((answered_offset(&found, &name, p, &what)?, low, high))
         })
         .await?;
         match found {
@@ -199,15 +192,26 @@ impl EventLog for KafkaLog {
             let found = consumer
                 .committed_offsets(tpl, timeout)
                 .map_err(|e| kafka_err(what(), e))?;
-            let elem = found
-                .find_partition(&name, p)
-                .ok_or_else(|| kafka_failure(format!("{}: no answer", what())))?;
-            elem.error().map_err(|e| kafka_err(what(), e))?;
-            Ok(match elem.offset() {
-                Offset::Offset(o) if o >= 0 => Some(o as u64),
-                _ => None,
-            })
+            answered_offset(&found, &name, p, &what)
         })
         .await
     }
+}
+
+/// The offset the broker answered for one partition of a request; `None`
+/// when it has none (no such record, nothing committed).
+fn answered_offset(
+    found: &TopicPartitionList,
+    topic: &str,
+    partition: i32,
+    what: &dyn Fn() -> String,
+) -> Result<Option<u64>, LogError> {
+    let elem = found
+        .find_partition(topic, partition)
+        .ok_or_else(|| kafka_failure(format!("{}: no answer", what())))?;
+    elem.error().map_err(|e| kafka_err(what(), e))?;
+    Ok(match elem.offset() {
+        Offset::Offset(o) if o >= 0 => Some(o as u64),
+        _ => None,
+    })
 }
