@@ -29,7 +29,10 @@ fn g(id: &str) -> GroupId {
 }
 
 async fn community_searches(node: &Node) -> Vec<Value> {
-    let q = Query::at(&node.sources, "2030-01-01T00:00:00Z".parse().unwrap());
+    let q = Query::at(
+        node.sources().expect("sources"),
+        "2030-01-01T00:00:00Z".parse().unwrap(),
+    );
     let mut out = Vec::new();
     for (group, text) in GROUPS {
         for recipe in ["COMMUNITY_HYBRID_SEARCH_RRF", "COMMUNITY_HYBRID_SEARCH_MMR"] {
@@ -73,7 +76,12 @@ async fn communities_and_saga_summaries_survive_a_rebuild() {
         )
         .await
         .unwrap();
-        let communities = node.store.communities(&g(group)).await.unwrap();
+        let communities = node
+            .store()
+            .expect("store")
+            .communities(&g(group))
+            .await
+            .unwrap();
         assert!(!communities.is_empty(), "{group} has communities");
         for c in &communities {
             assert!(c.members.len() >= 2, "{group}: {c:?}");
@@ -91,7 +99,7 @@ async fn communities_and_saga_summaries_survive_a_rebuild() {
     )
     .await
     .unwrap();
-    let relocation = Query::new(&node.sources)
+    let relocation = Query::new(node.sources().expect("sources"))
         .saga(&g("tenant_00"), "relocation")
         .await
         .unwrap()
@@ -148,7 +156,12 @@ async fn incremental_communities_are_kept_as_episodes_arrive() {
     let node = Node::open(settings).await.unwrap();
     ingest_file(&node, &data("workload.jsonl")).await.unwrap();
     for (group, _) in GROUPS {
-        let communities = node.store.communities(&g(group)).await.unwrap();
+        let communities = node
+            .store()
+            .expect("store")
+            .communities(&g(group))
+            .await
+            .unwrap();
         assert!(
             !communities.is_empty(),
             "{group}: maintained without any build"

@@ -62,5 +62,14 @@ async fn killing_the_processor_loses_and_duplicates_nothing() {
         .await
         .unwrap();
     assert_eq!(stats.decisions, 900);
-    assert_eq!(crashed.store.counts(None).await.unwrap().episodes, 900);
+    assert_eq!(
+        crashed
+            .store()
+            .expect("store")
+            .counts(None)
+            .await
+            .unwrap()
+            .episodes,
+        900
+    );
 }

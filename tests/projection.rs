@@ -17,7 +17,10 @@ const QUERIES: [(&str, &str); 6] = [
 ];
 
 async fn fixed_queries(node: &chronicle::node::Node) -> Vec<serde_json::Value> {
-    let q = Query::at(&node.sources, "2030-01-01T00:00:00Z".parse().unwrap());
+    let q = Query::at(
+        node.sources().expect("sources"),
+        "2030-01-01T00:00:00Z".parse().unwrap(),
+    );
     let mut out = Vec::new();
     for (g, text) in QUERIES {
         for recipe in [
@@ -119,9 +122,10 @@ async fn replay_to_t_equals_what_was_known_at_t() {
         include_history: true,
         ..Default::default()
     };
-    for g in replayed.store.groups().await.unwrap() {
+    for g in replayed.store().expect("store").groups().await.unwrap() {
         let mut live: Vec<_> = node
-            .store
+            .store()
+            .expect("store")
             .facts(&g)
             .await
             .unwrap()
@@ -134,7 +138,7 @@ async fn replay_to_t_equals_what_was_known_at_t() {
             })
             .collect();
         live.sort_by_key(|f| f.uuid);
-        let mut then = replayed.store.facts(&g).await.unwrap();
+        let mut then = replayed.store().expect("store").facts(&g).await.unwrap();
         then.sort_by_key(|f| f.uuid);
         assert_eq!(live, then, "facts of {g} as known at T");
     }
@@ -153,11 +157,12 @@ async fn tenants_never_see_each_other() {
     chronicle::commands::ingest_file(&node, &data("workload.jsonl"))
         .await
         .unwrap();
-    let q = Query::new(&node.sources);
-    let groups = node.store.groups().await.unwrap();
+    let q = Query::new(node.sources().expect("sources"));
+    let groups = node.store().expect("store").groups().await.unwrap();
     for g in &groups {
         let mine: std::collections::BTreeSet<String> = node
-            .store
+            .store()
+            .expect("store")
             .entities(g)
             .await
             .unwrap()
@@ -165,7 +170,7 @@ async fn tenants_never_see_each_other() {
             .map(|e| e.name)
             .collect();
         for other in groups.iter().filter(|o| *o != g) {
-            let theirs = node.store.entities(other).await.unwrap();
+            let theirs = node.store().expect("store").entities(other).await.unwrap();
             for e in theirs.iter().filter(|e| !mine.contains(&e.name)).take(3) {
                 let r = q
                     .search(
@@ -175,10 +180,25 @@ async fn tenants_never_see_each_other() {
                     .await
                     .unwrap();
                 for item in &r.results {
-                    assert!(node.store.fact(other, item.uuid).await.unwrap().is_none());
-                    assert!(node.store.entity(other, item.uuid).await.unwrap().is_none());
                     assert!(
-                        node.store
+                        node.store()
+                            .expect("store")
+                            .fact(other, item.uuid)
+                            .await
+                            .unwrap()
+                            .is_none()
+                    );
+                    assert!(
+                        node.store()
+                            .expect("store")
+                            .entity(other, item.uuid)
+                            .await
+                            .unwrap()
+                            .is_none()
+                    );
+                    assert!(
+                        node.store()
+                            .expect("store")
                             .episode(other, item.uuid)
                             .await
                             .unwrap()

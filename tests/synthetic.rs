@@ -52,7 +52,7 @@ async fn synthetic_workload_gives_the_expected_graph() {
         }
     );
 
-    let counts = node.store.counts(None).await.unwrap();
+    let counts = node.store().expect("store").counts(None).await.unwrap();
     assert_eq!(
         counts.entities, 408,
         "exactly the workload's people, places and organizations"
@@ -60,8 +60,8 @@ async fn synthetic_workload_gives_the_expected_graph() {
     assert_eq!(counts.episodes, 300);
 
     // No two facts with the same endpoints and relation overlap in valid time.
-    for g in node.store.groups().await.unwrap() {
-        let facts = node.store.facts(&g).await.unwrap();
+    for g in node.store().expect("store").groups().await.unwrap() {
+        let facts = node.store().expect("store").facts(&g).await.unwrap();
         for (i, a) in facts.iter().enumerate() {
             for b in &facts[i + 1..] {
                 let same = a.source_node_uuid == b.source_node_uuid
@@ -78,7 +78,7 @@ async fn synthetic_workload_gives_the_expected_graph() {
     }
 
     // Every move: the old city before, the new city after, the old fact kept.
-    let query = Query::new(&node.sources);
+    let query = Query::new(node.sources().expect("sources"));
     let moves: Vec<Move> = lines("workload_moves.jsonl");
     assert_eq!(moves.len(), 50);
     let mut correct = 0;

@@ -63,19 +63,30 @@ pub fn chronicle_binary() -> PathBuf {
 /// Every record of the projection, exactly (for rebuild equality).
 pub async fn exact_snapshot(node: &Node) -> serde_json::Value {
     let mut out = BTreeMap::new();
-    for g in node.store.groups().await.expect("groups") {
-        let mut entities = node.store.entities(&g).await.expect("entities");
+    for g in node.store().expect("store").groups().await.expect("groups") {
+        let mut entities = node
+            .store()
+            .expect("store")
+            .entities(&g)
+            .await
+            .expect("entities");
         entities.sort_by_key(|e| e.uuid);
-        let mut facts = node.store.facts(&g).await.expect("facts");
+        let mut facts = node.store().expect("store").facts(&g).await.expect("facts");
         facts.sort_by_key(|f| f.uuid);
         let episodes = node
-            .store
+            .store()
+            .expect("store")
             .episodes_by_time(&g, None, usize::MAX)
             .await
             .expect("episodes");
-        let mut sagas = node.store.sagas(&g).await.expect("sagas");
+        let mut sagas = node.store().expect("store").sagas(&g).await.expect("sagas");
         sagas.sort_by_key(|s| s.uuid);
-        let mut communities = node.store.communities(&g).await.expect("communities");
+        let mut communities = node
+            .store()
+            .expect("store")
+            .communities(&g)
+            .await
+            .expect("communities");
         communities.sort_by_key(|c| c.uuid);
         out.insert(
             g.to_string(),
@@ -113,7 +124,7 @@ pub type PlainGroup = (Vec<(String, Vec<String>, String)>, Vec<PlainFact>);
 
 /// Each group's entities and plain facts.
 pub async fn plain_snapshot(node: &Node) -> BTreeMap<String, PlainGroup> {
-    plain_snapshot_of(node.store.as_ref()).await
+    plain_snapshot_of(node.store().expect("store").as_ref()).await
 }
 
 /// Each group's entities and plain facts, from any store.

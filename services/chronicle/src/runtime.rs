@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use chronicle_log::Assignment;
 
-use crate::node::Node;
+use crate::node::{Node, NotInRole};
 use crate::processor::{Processor, ProcessorOptions};
 use crate::projector::{Projection, ProjectorReport};
 
@@ -23,25 +23,25 @@ pub struct Running {
 }
 
 /// The projection of a node's own store and indices.
-pub fn projection(node: &Node) -> Projection {
-    Projection {
+pub fn projection(node: &Node) -> Result<Projection, NotInRole> {
+    Ok(Projection {
         log: node.log.clone(),
         topic: node.topics.graph_events.clone(),
         dlq: node.topics.dlq.clone(),
-        store: node.store.clone(),
-        index: node.index.clone(),
+        store: node.store()?.clone(),
+        index: node.index()?.clone(),
         partitions: None,
         status: Some(node.status.clone()),
-    }
+    })
 }
 
 /// Drops a node's projection and folds the whole graph-events log into it
 /// again: what `rebuild` and the benchmarks time. `on_record` ticks per record.
 pub async fn reproject(node: &Node, on_record: impl FnMut()) -> anyhow::Result<ProjectorReport> {
-    node.store.clear().await.context("clearing the store")?;
-    node.index.clear()?;
-    node.index.commit(&Default::default())?;
-    projection(node).run(None, None, None, on_record).await
+    node.store()?.clear().await.context("clearing the store")?;
+    node.index()?.clear()?;
+    node.index()?.commit(&Default::default())?;
+    projection(node)?.run(None, None, None, on_record).await
 }
 
 /// Starts the processor and the projector.
@@ -70,6 +70,7 @@ pub async fn run_projector(
     node: Arc<Node>,
     mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<ProjectorReport> {
+    projection(&node)?;
     let mut membership = node
         .log
         .join("chronicle-projector.members", &node.topics.graph_events)
@@ -101,7 +102,7 @@ pub async fn run_projector(
             tokio::spawn(async move {
                 Projection {
                     partitions: Some(partitions),
-                    ..projection(&node)
+                    ..projection(&node)?
                 }
                 .run(None, Some(stop_rx), Some(&node.progress.projected), || {})
                 .await

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::gateway::InputError;
+use crate::node::NotInRole;
 use chronicle_query::QueryError;
 
 /// An API error response.
@@ -137,6 +138,18 @@ pub fn rate_limited(wait: std::time::Duration) -> Response {
         HeaderValue::from_str(&seconds.to_string()).expect("digits are a header value"),
     );
     response
+}
+
+/// A request reached a role that does not serve it (a routing mistake of
+/// the deployment): 503, so a client retries against the right process.
+impl From<NotInRole> for ApiError {
+    fn from(e: NotInRole) -> Self {
+        tracing::error!(error = %e, "request reached a role that does not serve it");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{e}: send this request to a node that serves it"),
+        )
+    }
 }
 
 impl From<InputError> for ApiError {

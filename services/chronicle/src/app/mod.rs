@@ -42,7 +42,7 @@ pub async fn command_status(
         return Ok(Some(status));
     }
     let stored = node
-        .store
+        .store()?
         .episode(group, uuid)
         .await
         .map_err(|e| ApiError::internal("looking the episode up", &e))?;
@@ -57,15 +57,17 @@ pub async fn find_entity(
 ) -> Result<Option<Entity>, ApiError> {
     match r {
         EntityRef::Uuid(u) => node
-            .store
+            .store()?
             .entity(group, *u)
             .await
             .map_err(|e| ApiError::internal("looking the entity up", &e)),
-        EntityRef::Name(name) => match Query::new(&node.sources).entity_named(group, name).await {
-            Ok(e) => Ok(Some(e)),
-            Err(QueryError::UnknownEntity(_)) => Ok(None),
-            Err(e) => Err(ApiError::internal("looking the entity up", &e)),
-        },
+        EntityRef::Name(name) => {
+            match Query::new(node.sources()?).entity_named(group, name).await {
+                Ok(e) => Ok(Some(e)),
+                Err(QueryError::UnknownEntity(_)) => Ok(None),
+                Err(e) => Err(ApiError::internal("looking the entity up", &e)),
+            }
+        }
     }
 }
 
@@ -102,7 +104,7 @@ pub async fn summarize_saga(
     name: &str,
 ) -> Result<Command, ApiError> {
     let name = decode::saga_name(field, name)?;
-    let saga = Query::new(&node.sources)
+    let saga = Query::new(node.sources()?)
         .saga(group, name)
         .await
         .map_err(|e| ApiError::internal("reading the saga", &e))?;

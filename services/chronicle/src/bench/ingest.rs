@@ -131,7 +131,7 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
     }
     let (p50, p99) = super::percentiles(&mut latencies);
     let stats = crate::commands::log_stats(&node, None).await?;
-    let counts = node.store.counts(None).await?;
+    let counts = node.store()?.counts(None).await?;
     let calls: u64 = stats.llm_calls.values().sum();
     #[cfg(feature = "bench-fakes")]
     let (http_calls, prompt_chars) = fake
@@ -149,8 +149,8 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
         json!({
             "bench": "ingest",
             "workload": workload.display().to_string(),
-            "extractor": node.decider.extractor().describe(),
-            "embedder": node.decider.embedder().describe(),
+            "extractor": node.decider()?.extractor().describe(),
+            "embedder": node.decider()?.embedder().describe(),
             "episodes": episodes,
             "seconds": elapsed.as_secs_f64(),
             "episodes_per_s": episodes as f64 / elapsed.as_secs_f64(),

@@ -134,7 +134,7 @@ pub async fn run(
         .collect::<Result<_, _>>()?;
 
     // Baseline: plain BM25 over the raw turns.
-    let baseline = SearchIndex::open(&dir.path().join("bm25"), node.index.dimension())?;
+    let baseline = SearchIndex::open(&dir.path().join("bm25"), node.index()?.dimension())?;
     let mut names: BTreeMap<Uuid, String> = BTreeMap::new();
     let docs: Vec<IndexDoc> = commands
         .iter()
@@ -166,7 +166,7 @@ pub async fn run(
     let ingest_seconds = started.elapsed().as_secs_f64();
 
     let k_max = ks.iter().copied().max().unwrap_or(10);
-    let query = Query::new(&node.sources);
+    let query = Query::new(node.sources()?);
     let mut bm25 = Tally::default();
     let mut tallies: Vec<(String, Tally, Tally, Vec<Duration>)> = recipes
         .iter()
@@ -215,8 +215,8 @@ pub async fn run(
             "bench": "recall",
             "episodes": names.len(),
             "questions": questions.iter().filter(|q| !q.evidence.is_empty()).count(),
-            "embedder": node.decider.embedder().describe(),
-            "extractor": node.decider.extractor().describe(),
+            "embedder": node.decider()?.embedder().describe(),
+            "extractor": node.decider()?.extractor().describe(),
             "ingest_seconds": ingest_seconds,
             "bm25_raw_turns": { "recall": bm25.report(ks) },
             "search": searches,

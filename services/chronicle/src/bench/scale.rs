@@ -200,7 +200,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
     let replayed = chronicle_metrics::METRICS.processor_replayed.get() - replayed_before;
     running.stop().await?;
 
-    let counts = node.store.counts(None).await?;
+    let counts = node.store()?.counts(None).await?;
     let disk = super::disk_usage(&dir);
     let started = Instant::now();
     let rebuilt = runtime::reproject(&node, || {}).await?;
@@ -233,7 +233,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
 
 /// p95 of the combined recipe over the tenants, in milliseconds.
 async fn search_p95(node: &Node, tenants: u64, queries: u64) -> anyhow::Result<f64> {
-    let query = Query::new(&node.sources);
+    let query = Query::new(node.sources()?);
     let mut samples = Vec::new();
     for q in 0..queries {
         let r = mix(q ^ 0x5ca1e);

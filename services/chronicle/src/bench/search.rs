@@ -211,7 +211,7 @@ async fn latency(
     queries: usize,
     groups: usize,
 ) -> anyhow::Result<serde_json::Value> {
-    let query = Query::new(&node.sources);
+    let query = Query::new(node.sources()?);
     let mut samples = Vec::with_capacity(queries);
     let mut hits = 0usize;
     for i in 0..queries as u64 {
@@ -260,7 +260,7 @@ pub async fn run(
         };
         let node = Node::open_with(s, ports).await?;
         // A ScyllaDB keyspace may hold an earlier run's projection and positions.
-        node.store.clear().await?;
+        node.store()?.clear().await?;
         let started = Instant::now();
         let batches = generate(facts, groups, &embedder).await?;
         let generate_s = started.elapsed().as_secs_f64();
@@ -277,7 +277,7 @@ pub async fn run(
                 .append(&node.topics.graph_events, records, None)
                 .await?;
         }
-        let projection = crate::runtime::projection(&node);
+        let projection = crate::runtime::projection(&node)?;
         let started = Instant::now();
         projection.run(None, None, None, || {}).await?;
         let project = started.elapsed();
@@ -293,8 +293,8 @@ pub async fn run(
                 replay_dir.path().join("graph.redb"),
             )?),
             StoreUri::Scylla { .. } => {
-                node.store.clear().await?;
-                node.store.clone()
+                node.store()?.clear().await?;
+                node.store()?.clone()
             }
         };
         let started = Instant::now();

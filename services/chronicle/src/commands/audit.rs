@@ -87,12 +87,12 @@ pub async fn replay(node: &Node, until: &str, out: &Path) -> anyhow::Result<Proj
     let store: Arc<dyn GraphStore> = Arc::new(EmbeddedStore::open(out.join("graph.redb"))?);
     let index = Arc::new(SearchIndex::open(
         &out.join("index"),
-        node.decider.embedder().dimension(),
+        node.decider()?.embedder().dimension(),
     )?);
     let audit = Projection {
         store,
         index,
-        ..projection(node)
+        ..projection(node)?
     };
     let b = bar(bounds.values().sum(), "replaying");
     let r = audit.run(Some(&bounds), None, None, || b.inc(1)).await?;

@@ -54,7 +54,7 @@ pub async fn run() -> anyhow::Result<()> {
             "ingesting {} episodes of two tenants into {} (offline extractor, {} embedder)…",
             SAMPLE.lines().count(),
             dir.path().display(),
-            node.decider.embedder().describe()
+            node.decider()?.embedder().describe()
         ))
     );
     let started = std::time::Instant::now();
@@ -71,7 +71,7 @@ pub async fn run() -> anyhow::Result<()> {
 
     let alice_group = GroupId::new("alice-assistant")?;
     let other_group = GroupId::new("acme-support")?;
-    let q = Query::new(&node.sources);
+    let q = Query::new(node.sources()?);
     let lives = |as_of| SearchFilters {
         edge_types: Some(vec!["LIVES_IN".into()]),
         as_of,
@@ -163,7 +163,7 @@ pub async fn run() -> anyhow::Result<()> {
 
     heading("Totals");
     for g in [&alice_group, &other_group] {
-        let c = node.store.counts(Some(g)).await?;
+        let c = node.store()?.counts(Some(g)).await?;
         println!(
             "  {g}: {} episodes, {} entities, {} facts ({} current, {} history)",
             c.episodes, c.entities, c.facts, c.facts_valid, c.facts_invalidated

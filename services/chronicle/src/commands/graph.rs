@@ -96,14 +96,14 @@ pub async fn communities_build(node: &Arc<Node>, group_id: &str, json: bool) -> 
         },
     )
     .await?;
-    let communities = Query::new(&node.sources).communities(&g).await?;
+    let communities = Query::new(node.sources()?).communities(&g).await?;
     print_communities(&g, &communities, json)
 }
 
 /// `chronicle communities list`.
 pub async fn communities_list(node: &Node, group_id: &str, json: bool) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let communities = Query::new(&node.sources).communities(&g).await?;
+    let communities = Query::new(node.sources()?).communities(&g).await?;
     print_communities(&g, &communities, json)
 }
 
@@ -136,7 +136,7 @@ fn print_saga(saga: &SagaView, json: bool) -> anyhow::Result<()> {
 }
 
 async fn saga_or_hint(node: &Node, g: &GroupId, name: &str) -> anyhow::Result<SagaView> {
-    Query::new(&node.sources)
+    Query::new(node.sources()?)
         .saga(g, name)
         .await?
         .ok_or_else(|| {
@@ -188,7 +188,7 @@ pub async fn provenance(
         .iter()
         .map(|e| Uuid::parse_str(e).with_context(|| format!("`{e}` is not an episode uuid")))
         .collect::<anyhow::Result<Vec<Uuid>>>()?;
-    let products: EpisodeProducts = Query::new(&node.sources).produced_by(&g, &ids).await?;
+    let products: EpisodeProducts = Query::new(node.sources()?).produced_by(&g, &ids).await?;
     let missing: Vec<&Uuid> = ids
         .iter()
         .filter(|u| !products.episodes.contains(u))

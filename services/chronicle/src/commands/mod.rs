@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use crate::cli::{BenchCommand, Cli, Command, CommunitiesCommand, SagaCommand};
 use crate::config::GlobalArgs;
-use crate::node::Node;
+use crate::node::{Node, Role};
 
 pub use graph::submit_and_wait;
 pub use ingest::{IngestOutcome, parse_jsonl};
@@ -259,7 +259,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Processor { metrics_listen } => {
-            roles::processor(Node::open(settings).await?, metrics_listen).await?;
+            roles::processor(
+                Node::open_role(settings, Role::Processor).await?,
+                metrics_listen,
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Projector {
@@ -267,7 +271,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             advertise,
             auth,
         } => {
-            roles::projector(Node::open(settings).await?, listen, advertise, auth).await?;
+            roles::projector(
+                Node::open_role(settings, Role::Projector).await?,
+                listen,
+                advertise,
+                auth,
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Gateway {
@@ -275,11 +285,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             auth,
             max_body_bytes,
         } => {
-            roles::gateway(Node::open(settings).await?, listen, auth, max_body_bytes).await?;
+            roles::gateway(
+                Node::open_role(settings, Role::Gateway).await?,
+                listen,
+                auth,
+                max_body_bytes,
+            )
+            .await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Query { listen } => {
-            roles::query(Node::open(settings).await?, listen).await?;
+            roles::query(Node::open_role(settings, Role::Query).await?, listen).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate {

@@ -104,7 +104,7 @@ pub async fn facts(
 ) -> anyhow::Result<()> {
     let g = group(group_id)?;
     let filters = time_filters(t)?;
-    let facts = Query::new(&node.sources)
+    let facts = Query::new(node.sources()?)
         .facts(&g, entity, &filters)
         .await
         .map_err(|e| unknown_entity_hint(e, &g))?;
@@ -146,7 +146,7 @@ pub struct SearchArgs<'a> {
 /// `chronicle search`.
 pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Result<()> {
     let g = group(a.group)?;
-    let query = Query::new(&node.sources);
+    let query = Query::new(node.sources()?);
     let mut request = SearchRequest::recipe(a.query, a.recipe, a.limit)?;
     request.filters = SearchFilters {
         edge_types: (!a.edge_types.is_empty()).then_some(a.edge_types),
@@ -228,7 +228,7 @@ pub async fn context(
             .map(|f| format!("--{}", f.replace('_', "-")));
         anyhow::anyhow!("{}: {}", flag.unwrap_or_else(|| "query".into()), e.error)
     })?;
-    let block = Query::new(&node.sources)
+    let block = Query::new(node.sources()?)
         .context(&g, &spec.query, spec.max_chars, spec.as_of)
         .await?;
     if json {
@@ -242,7 +242,7 @@ pub async fn context(
 /// `chronicle timeline`.
 pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> anyhow::Result<()> {
     let g = group(group_id)?;
-    let (e, facts) = Query::new(&node.sources)
+    let (e, facts) = Query::new(node.sources()?)
         .timeline(&g, entity)
         .await
         .map_err(|e| unknown_entity_hint(e, &g))?;
@@ -356,7 +356,7 @@ struct StatsJson {
 /// `chronicle stats`.
 pub async fn stats(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
     let g = group_id.map(group).transpose()?;
-    let c = node.store.counts(g.as_ref()).await?;
+    let c = node.store()?.counts(g.as_ref()).await?;
     let l = log_stats(node, g.as_ref()).await?;
     if c.episodes == 0 {
         hint_if_empty(node).await;
@@ -467,7 +467,7 @@ async fn undecided(
 /// dead-lettered (of one group with `--group`).
 pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
     let g = group_id.map(group).transpose()?;
-    let positions = node.store.positions().await?;
+    let positions = node.store()?.positions().await?;
     let count = node.log.partition_count(&node.topics.episodes).await?;
     let only = g
         .as_ref()

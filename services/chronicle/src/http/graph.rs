@@ -61,7 +61,7 @@ pub async fn list_communities(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let communities = Query::new(&state.node.sources)
+    let communities = Query::new(state.node.sources()?)
         .communities(&group)
         .await
         .map_err(|e| ApiError::internal("listing communities", &e))?;
@@ -77,7 +77,7 @@ pub async fn get_saga(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let name = decode::saga_name("name", &name)?;
-    let saga = Query::new(&state.node.sources)
+    let saga = Query::new(state.node.sources()?)
         .saga(&group, name)
         .await
         .map_err(|e| ApiError::internal("reading the saga", &e))?
@@ -108,7 +108,7 @@ pub async fn episode_graph(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let uuid = decode::path_uuid("uuid", &uuid)?;
-    let products = Query::new(&state.node.sources)
+    let products = Query::new(state.node.sources()?)
         .produced_by(&group, &[uuid])
         .await
         .map_err(|e| ApiError::internal("reading the episode's graph", &e))?;

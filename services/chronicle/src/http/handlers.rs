@@ -175,7 +175,7 @@ pub async fn list_episodes(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let q = decode::list_query(raw.as_deref())?;
-    let episodes = Query::new(&state.node.sources)
+    let episodes = Query::new(state.node.sources()?)
         .recent_episodes(&group, q.before, q.last_n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
@@ -213,7 +213,7 @@ pub async fn context(
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
     let spec = decode::context(&body)?;
-    let block = Query::new(&state.node.sources)
+    let block = Query::new(state.node.sources()?)
         .context(&group, &spec.query, spec.max_chars, spec.as_of)
         .await
         .map_err(|e| ApiError::from_query(e, "query"))?;
@@ -236,7 +236,7 @@ pub async fn search(
             .ok_or_else(|| ApiError::bad_request("center", "no such entity in this group"))?;
         request.center = Some(e.uuid);
     }
-    let results = Query::new(&state.node.sources)
+    let results = Query::new(state.node.sources()?)
         .search(&group, &request)
         .await
         .map_err(|e| {
@@ -292,7 +292,7 @@ pub async fn timeline(
         include_history: true,
         ..Default::default()
     };
-    let (facts, _) = Query::new(&state.node.sources)
+    let (facts, _) = Query::new(state.node.sources()?)
         .facts_limited(&group, Some(e.uuid), &filters, usize::MAX)
         .await
         .map_err(|e| ApiError::from_query(e, "uuid"))?;
@@ -325,7 +325,7 @@ pub async fn facts(
         ),
         None => None,
     };
-    let (facts, truncated) = Query::new(&state.node.sources)
+    let (facts, truncated) = Query::new(state.node.sources()?)
         .facts_limited(&group, entity, &q.filters, q.limit)
         .await
         .map_err(|e| ApiError::from_query(e, "entity"))?;
@@ -344,8 +344,9 @@ pub struct Readiness {
     pub ready: bool,
     /// The log answered.
     pub log: bool,
-    /// The store answered.
-    pub store: bool,
+    /// The store answered (absent on a role that opens no store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<bool>,
     /// The processor has recovered its state (episode statuses are complete).
     pub processor: bool,
     /// Graph-event records not yet projected, when known.
@@ -373,17 +374,22 @@ pub async fn readiness(node: &Node, max_lag: u64, processor_in_process: bool) ->
     .await
     .ok()
     .and_then(Result::ok);
-    let stored = tokio::time::timeout(PROBE_TIMEOUT, node.store.positions())
-        .await
-        .ok()
-        .and_then(Result::ok);
+    let stored = match node.store() {
+        Ok(store) => Some(
+            tokio::time::timeout(PROBE_TIMEOUT, store.positions())
+                .await
+                .ok()
+                .and_then(Result::ok),
+        ),
+        Err(_) => None,
+    };
     let processor = !processor_in_process
         || episodes_partitions.is_some_and(|n| {
             let decided = node.progress.decided.borrow();
             (0..n).all(|p| decided.contains_key(&p))
         });
     let projector_lag = match (&events, &stored) {
-        (Some(ends), Some(stored)) => {
+        (Some(ends), Some(Some(stored))) => {
             let projected = node.progress.projected.borrow();
             Some(
                 ends.iter()
@@ -401,8 +407,13 @@ pub async fn readiness(node: &Node, max_lag: u64, processor_in_process: bool) ->
         _ => None,
     };
     let log = events.is_some() && episodes_partitions.is_some();
-    let store = stored.is_some();
-    let ready = log && store && processor && projector_lag.is_some_and(|l| l <= max_lag);
+    let store = stored.as_ref().map(Option::is_some);
+    // A role without a store (a gateway) is ready when its log answers.
+    let projected = match store {
+        Some(answered) => answered && projector_lag.is_some_and(|l| l <= max_lag),
+        None => true,
+    };
+    let ready = log && processor && projected;
     METRICS.ready.set(i64::from(ready));
     Readiness {
         ready,

@@ -587,10 +587,10 @@ fn schemas() -> Value {
             "created_at": time(),
         })),
         "Health" => object(&["status"], json!({ "status": { "const": "ok" } })),
-        "Readiness" => object(&["ready", "log", "store", "processor", "projector_lag", "max_projector_lag"], json!({
+        "Readiness" => object(&["ready", "log", "processor", "projector_lag", "max_projector_lag"], json!({
             "ready": { "type": "boolean" },
             "log": { "type": "boolean", "description": "The log answered." },
-            "store": { "type": "boolean", "description": "The store answered." },
+            "store": { "type": "boolean", "description": "The store answered (absent on a gateway, which opens none)." },
             "processor": { "type": "boolean", "description": "The processor recovered its state." },
             "projector_lag": { "type": ["integer", "null"], "description": "Graph-event records not yet projected." },
             "max_projector_lag": { "type": "integer" },

@@ -323,7 +323,7 @@ pub struct GetContext {
 
 async fn get_context(ctx: &Ctx<'_>, group: &GroupId, a: GetContext) -> Result<Value, ApiError> {
     let spec = decode::context_spec(a.query, a.messages, a.max_chars, time("as_of", a.as_of)?)?;
-    let block = Query::new(&ctx.node.sources)
+    let block = Query::new(ctx.node.sources()?)
         .context(group, &spec.query, spec.max_chars, spec.as_of)
         .await
         .map_err(|e| ApiError::from_query(e, "query"))?;
@@ -465,7 +465,7 @@ async fn search(ctx: &Ctx<'_>, group: &GroupId, s: Search) -> Result<SearchResul
         .map_err(|e| ApiError::internal("choosing the search recipe", &e))?;
     request.filters = s.filters;
     request.center = center;
-    Query::new(&ctx.node.sources)
+    Query::new(ctx.node.sources()?)
         .search(group, &request)
         .await
         .map_err(|e| ApiError::from_query(e, "query"))
@@ -518,7 +518,7 @@ pub struct GetEpisodes {
 async fn get_episodes(ctx: &Ctx<'_>, group: &GroupId, a: GetEpisodes) -> Result<Value, ApiError> {
     let n = count("max_episodes", a.max_episodes, MAX_LIST)?;
     let before = time("before", a.before)?;
-    let episodes = Query::new(&ctx.node.sources)
+    let episodes = Query::new(ctx.node.sources()?)
         .recent_episodes(group, before, n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
@@ -538,7 +538,7 @@ async fn get_episode_entities(
     group: &GroupId,
     a: GetEpisodeEntities,
 ) -> Result<Value, ApiError> {
-    let produced = Query::new(&ctx.node.sources)
+    let produced = Query::new(ctx.node.sources()?)
         .produced_by(group, &[a.episode_uuid])
         .await
         .map_err(|e| ApiError::from_query(e, "episode_uuid"))?;
@@ -577,7 +577,7 @@ async fn get_entity_edge(
     group: &GroupId,
     a: GetEntityEdge,
 ) -> Result<Value, ApiError> {
-    let store = &ctx.node.store;
+    let store = &ctx.node.store()?;
     let lookup = |e| ApiError::internal("looking the fact up", &e);
     let mut fact = store
         .fact(group, a.uuid)

@@ -142,7 +142,7 @@ impl Shared {
         track: Arc<PartitionTrack>,
     ) -> anyhow::Result<Parked> {
         let node = self.node.clone();
-        let decider = node.decider.clone();
+        let decider = node.decider()?.clone();
         let mut hot = match warm {
             Some(hot) => hot,
             None => self.load(&group).await?,

@@ -139,6 +139,7 @@ impl Processor {
     /// only what follows its checkpoint); on revocation it finishes or drops
     /// in-flight work and checkpoints before releasing.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        self.node.decider()?;
         let path = self.node.settings.path("processor-state.redb");
         let state = tokio::task::spawn_blocking(move || StateStore::open(path))
             .await?
