@@ -12,7 +12,7 @@ test *ARGS:
 
 # Benchmarks (release build), one JSON object per line.
 bench:
-    source scripts/env.sh && cargo build --release -p chronicle --features bench-broker,bench-fakes
+    source scripts/env.sh && cargo build --release -p chronicle -p chronicle-bench --features chronicle-bench/bench-broker,chronicle-bench/bench-fakes
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle bench log
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --workload ../shared/datasets/synthetic/workload.jsonl
     source scripts/env.sh && $CARGO_TARGET_DIR/release/chronicle --embedder hash bench ingest --fake-llm --workload ../shared/datasets/synthetic/workload.jsonl
@@ -29,7 +29,7 @@ fmt:
 
 # Lints, warnings as errors.
 lint:
-    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets --features chronicle/bench-broker,chronicle/bench-fakes -- -D warnings
+    source scripts/env.sh && cargo fmt --all -- --check && cargo clippy --workspace --all-targets --features chronicle-bench/bench-broker,chronicle-bench/bench-fakes -- -D warnings
 
 # Rebuild the projection of DATA from its log.
 rebuild DATA=".data":

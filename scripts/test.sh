@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 scripts/fetch-minilm.sh >/dev/null
-# the end-to-end tests run the binary as a separate process
-cargo build -p chronicle
+# the end-to-end tests run the binaries as separate processes
+cargo build -p chronicle -p chronicle-bench
 cargo test --workspace --no-fail-fast "$@"

@@ -54,7 +54,7 @@ pub fn chronicle_binary() -> PathBuf {
     let bin = dir.join("chronicle");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p chronicle` first (scripts/test.sh does)",
+        "{} is missing: run `cargo build -p chronicle -p chronicle-bench` first (scripts/test.sh does)",
         bin.display()
     );
     bin

@@ -2,7 +2,6 @@
 //! query) on a [`node::Node`], and the command line.
 
 pub mod app;
-pub mod bench;
 pub mod cli;
 pub mod commands;
 pub mod config;

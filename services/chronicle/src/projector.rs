@@ -106,7 +106,7 @@ impl Projection {
                 .episodes_by_time(&group, None, usize::MAX)
                 .await?
             {
-                docs.push(IndexDoc::episode(&group, &e));
+                docs.extend(IndexDoc::of_episode(&group, &e));
             }
             for c in self.store.communities(&group).await? {
                 docs.push(IndexDoc::community(&group, &c));
@@ -139,8 +139,12 @@ impl Projection {
             }
             for u in t.episodes {
                 match self.store.episode(&group, u).await? {
-                    Some(e) => docs.push(IndexDoc::episode(&group, &e)),
-                    None => self.index.delete(&group, DocKind::Episode, u)?,
+                    Some(e) => docs.extend(IndexDoc::of_episode(&group, &e)),
+                    None => {
+                        for kind in DocKind::OF_EPISODE {
+                            self.index.delete(&group, kind, u)?;
+                        }
+                    }
                 }
             }
             for u in t.communities {

@@ -170,6 +170,7 @@ fn episode_to_avro(e: &Episode) -> Value {
             "content_embedding",
             opt(e.content_embedding.as_deref(), floats),
         ),
+        ("preceding_turn", opt(e.preceding_turn.as_deref(), string)),
     ])
 }
 
@@ -187,6 +188,7 @@ fn episode_from_avro(v: Value) -> Result<Episode, CodecError> {
         entity_edges: f.uuids("entity_edges")?,
         metadata: f.json("metadata_json")?,
         content_embedding: f.opt_floats("content_embedding")?,
+        preceding_turn: f.opt_string("preceding_turn")?,
     })
 }
 

@@ -38,6 +38,8 @@ pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[
     include_str!("../../../schemas/avro/history/event_batch.v2.avsc"),
     // v3 → v4: restatements that widen a fact carry the window they stated.
     include_str!("../../../schemas/avro/history/event_batch.v3.avsc"),
+    // v4 → v5: a message carries the end of the turn before it.
+    include_str!("../../../schemas/avro/history/event_batch.v4.avsc"),
 ];
 
 /// Single-object encoding marker.

@@ -186,16 +186,24 @@ fn without_field(v: Value, name: &str) -> Value {
 #[test]
 fn records_of_every_earlier_schema_still_decode() {
     // What each earlier schema lacks: v1 the stage timings, v2 (and v1) the
-    // episodes' content embeddings, v3 (and before) the stated windows.
-    let lacking: [&[&str]; 3] = [
+    // episodes' content embeddings, v3 (and before) the stated windows, v4
+    // (and before) the messages' preceding turns.
+    let lacking: [&[&str]; 4] = [
         &[
             "stage_micros",
             "content_embedding",
             "stated_window",
             "stated_windows",
+            "preceding_turn",
         ],
-        &["content_embedding", "stated_window", "stated_windows"],
-        &["stated_window", "stated_windows"],
+        &[
+            "content_embedding",
+            "stated_window",
+            "stated_windows",
+            "preceding_turn",
+        ],
+        &["stated_window", "stated_windows", "preceding_turn"],
+        &["preceding_turn"],
     ];
     for (version, (schema, lacks)) in EVENT_BATCH_EARLIER_SCHEMAS.iter().zip(lacking).enumerate() {
         let mut batch = batch_of_every_kind(&group("g"));
@@ -205,11 +213,22 @@ fn records_of_every_earlier_schema_still_decode() {
         }
         for event in &mut batch.events {
             match &mut event.kind {
-                EventKind::EpisodeRecorded { episode } if lacks.contains(&"content_embedding") => {
-                    episode.content_embedding = None
+                EventKind::EpisodeRecorded { episode } => {
+                    if lacks.contains(&"content_embedding") {
+                        episode.content_embedding = None;
+                    }
+                    if lacks.contains(&"preceding_turn") {
+                        episode.preceding_turn = None;
+                    }
                 }
-                EventKind::FactCreated { fact } => fact.stated_windows.clear(),
-                EventKind::FactProvenanceAdded { stated_window, .. } => *stated_window = None,
+                EventKind::FactCreated { fact } if lacks.contains(&"stated_windows") => {
+                    fact.stated_windows.clear()
+                }
+                EventKind::FactProvenanceAdded { stated_window, .. }
+                    if lacks.contains(&"stated_window") =>
+                {
+                    *stated_window = None
+                }
                 _ => {}
             }
         }

@@ -381,9 +381,11 @@ impl GraphRecords for GroupState {
     }
 
     fn put_episode(&mut self, mut episode: Episode) {
-        // Decisions never read an episode's vector (search does, from the
-        // index): the processor's memory and state store go without it.
+        // Decisions never read an episode's vector or the turn it follows
+        // (search does, from the index): the processor's memory and state
+        // store go without them.
         episode.content_embedding = None;
+        episode.preceding_turn = None;
         self.remove_episode(episode.uuid);
         self.group_id
             .get_or_insert_with(|| episode.group_id.clone());

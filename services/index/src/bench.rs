@@ -395,7 +395,8 @@ mod tests {
         assert_eq!(a.docs, b.docs);
         assert_eq!(a.groups.len(), 7);
         for group in &a.groups {
-            for kind in DocKind::ALL {
+            // Turns repeat episodes' words: the corpus leaves them out.
+            for kind in DocKind::ALL.into_iter().filter(|k| *k != DocKind::Turn) {
                 let n = a
                     .docs
                     .iter()

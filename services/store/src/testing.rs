@@ -42,10 +42,12 @@ async fn assert_matches(store: &dyn GraphStore, state: &GroupState) {
         "facts of {g}"
     );
     for e in state.episodes() {
-        // The fold's in-memory state keeps no episode vectors (decisions
-        // never read them); the store keeps what the event carried.
+        // The fold's in-memory state keeps no episode vectors or preceding
+        // turns (decisions never read them); the store keeps what the event
+        // carried.
         let stored = store.episode(g, e.uuid).await.unwrap().map(|mut s| {
             s.content_embedding = None;
+            s.preceding_turn = None;
             s
         });
         assert_eq!(stored.as_ref(), Some(e), "episode {}", e.name);

@@ -9,8 +9,9 @@ mod roles;
 
 use std::process::ExitCode;
 
-use crate::cli::{BenchCommand, Cli, Command, CommunitiesCommand, SagaCommand};
-use crate::config::GlobalArgs;
+use anyhow::Context;
+
+use crate::cli::{Cli, Command, CommunitiesCommand, SagaCommand};
 use crate::node::{Node, Role};
 
 pub use graph::submit_and_wait;
@@ -42,6 +43,12 @@ pub use read::{LogStats, log_stats};
 
 /// Runs the command line: builds the runtime, logs, dispatches.
 pub fn main(cli: Cli) -> ExitCode {
+    block_on(run(cli))
+}
+
+/// Runs a command's future the way every chronicle binary does: tracing
+/// to stderr, a multi-threaded runtime, errors printed with their causes.
+pub fn block_on(command: impl Future<Output = anyhow::Result<ExitCode>>) -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -53,13 +60,36 @@ pub fn main(cli: Cli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(command) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `chronicle bench …`: the benchmarks are a binary of their own,
+/// `chronicle-bench`, next to this one (built with `cargo build -p
+/// chronicle-bench`); it takes the same command line.
+fn bench() -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("locating the chronicle binary")?;
+    let sibling = exe.with_file_name(format!("chronicle-bench{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        sibling.exists(),
+        "`chronicle bench` runs {}, which is not built: run `cargo build --release -p chronicle-bench` \
+         (or `just bench`)",
+        sibling.display()
+    );
+    let status = std::process::Command::new(&sibling)
+        .args(std::env::args_os().skip(1))
+        .status()
+        .with_context(|| format!("running {}", sibling.display()))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
 }
 
 fn init_tracing() {
@@ -90,26 +120,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Command::Demo = command {
         return demo::run().await.map(|_| ExitCode::SUCCESS);
     }
-    if let Command::Bench {
-        which:
-            BenchCommand::Ingest {
-                workload,
-                repeat,
-                fake_llm: true,
-            },
-    } = &command
-    {
-        let mut settings = GlobalArgs {
-            extractor: None,
-            llm_base_url: None,
-            ..global
-        }
-        .resolve()?;
-        settings.extractor = crate::config::ExtractorKind::Openai;
-        crate::bench::ingest::run(&settings, workload, *repeat).await?;
-        return Ok(ExitCode::SUCCESS);
+    if matches!(command, Command::Bench { .. }) {
+        return bench();
     }
-    let explicit_data = global.data.clone();
     let settings = global.resolve()?;
     match command {
         Command::Demo => unreachable!("handled above"),
@@ -306,63 +319,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { which } => {
-            match which {
-                BenchCommand::Log { records, size } => {
-                    crate::bench::log::run(&settings, records, size).await?
-                }
-                BenchCommand::Ingest {
-                    workload, repeat, ..
-                } => crate::bench::ingest::run(&settings, &workload, repeat).await?,
-                BenchCommand::Api {
-                    clients,
-                    requests,
-                    groups,
-                } => crate::bench::api::run(&settings, clients, requests, groups).await?,
-                BenchCommand::Kafka { episodes, groups } => {
-                    crate::bench::kafka::run(&settings, episodes, groups).await?
-                }
-                BenchCommand::Search {
-                    facts,
-                    groups,
-                    queries,
-                } => crate::bench::search::run(&settings, &facts, groups, queries).await?,
-                BenchCommand::Scale {
-                    episodes,
-                    tenants,
-                    window,
-                    seed,
-                } => {
-                    let args = crate::bench::scale::ScaleArgs {
-                        episodes,
-                        tenants,
-                        window,
-                        data: explicit_data,
-                        seed,
-                        cli: std::env::current_exe()?,
-                    };
-                    crate::bench::scale::run(&settings, &args).await?;
-                }
-                BenchCommand::Recall {
-                    episodes,
-                    questions,
-                    k,
-                    recipes,
-                } => {
-                    crate::bench::recall::run(&settings, &episodes, &questions, &k, &recipes)
-                        .await?
-                }
-                #[cfg(feature = "bench-fakes")]
-                BenchCommand::Communities { entities } => {
-                    crate::bench::communities::run(&entities).await?
-                }
-                #[cfg(not(feature = "bench-fakes"))]
-                BenchCommand::Communities { .. } => anyhow::bail!(
-                    "bench communities counts calls on an instant fake model: build with --features bench-fakes"
-                ),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Bench { .. } => unreachable!("handled above"),
     }
 }
 

@@ -10,6 +10,7 @@ pub(super) fn stored_episode(
     tx: Timestamp,
     entity_edges: Vec<Uuid>,
     content_embedding: Option<Vec<f32>>,
+    preceding_turn: Option<String>,
 ) -> Episode {
     Episode {
         uuid: ep.uuid,
@@ -23,6 +24,7 @@ pub(super) fn stored_episode(
         entity_edges,
         metadata: ep.metadata.clone(),
         content_embedding,
+        preceding_turn,
     }
 }
 
@@ -33,13 +35,10 @@ pub(super) fn stored_episode(
 /// Sentence embedders read a few hundred tokens, so the previous turn is
 /// cut to its end and the whole key to a bounded length (at char bounds).
 pub(crate) fn retrieval_key(previous_turn: Option<&str>, content: &str) -> String {
-    const MAX_PREVIOUS_CHARS: usize = 400;
     const MAX_CHARS: usize = 2_000;
     let mut key = String::new();
     if let Some(previous) = previous_turn {
-        let skip = previous.chars().count().saturating_sub(MAX_PREVIOUS_CHARS);
-        let start = previous.char_indices().nth(skip).map_or(0, |(i, _)| i);
-        key.push_str(&previous[start..]);
+        key.push_str(&Episode::preceding_of(previous));
         key.push('\n');
     }
     key.push_str(content);

@@ -16,6 +16,7 @@ pub(super) fn episode_events(
     ep: &NewEpisode,
     tx: Timestamp,
     content_embedding: Option<Vec<f32>>,
+    preceding_turn: Option<String>,
     entities: ResolvedEntities,
     facts: FactWork<'_>,
 ) -> Vec<EventKind> {
@@ -32,7 +33,7 @@ pub(super) fn episode_events(
         }
     }
     let mut kinds = vec![EventKind::EpisodeRecorded {
-        episode: stored_episode(ep, tx, entity_edges, content_embedding),
+        episode: stored_episode(ep, tx, entity_edges, content_embedding, preceding_turn),
     }];
     kinds.extend(
         entities

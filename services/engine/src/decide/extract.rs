@@ -69,7 +69,9 @@ impl Decider {
         stats.stage(stage::CONTEXT, context.micros);
         let previous_episodes = context.episodes;
         let previous_turn = match ep.source {
-            EpisodeType::Message => previous_episodes.last().map(|e| e.content.clone()),
+            EpisodeType::Message => {
+                (previous_episodes.last()).map(|e| Episode::preceding_of(&e.content))
+            }
             _ => None,
         };
         let started = Instant::now();

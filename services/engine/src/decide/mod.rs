@@ -414,7 +414,7 @@ impl Decider {
             match ep {
                 Some(ep) => {
                     contexts.push(Some(self.context(state, ep, &earlier)));
-                    earlier.push(stored_episode(ep, a.tx_time, Vec::new(), None));
+                    earlier.push(stored_episode(ep, a.tx_time, Vec::new(), None, None));
                 }
                 None => contexts.push(None),
             }
@@ -569,7 +569,15 @@ impl Decider {
             Vec::new()
         };
 
-        let mut kinds = events::episode_events(state, ep, tx, content_embedding, changes, facts);
+        let mut kinds = events::episode_events(
+            state,
+            ep,
+            tx,
+            content_embedding,
+            previous_turn,
+            changes,
+            facts,
+        );
         kinds.extend(community_kinds);
         let mut batch = EventBatch::new(ep.uuid, ep.group_id.clone(), tx, source, kinds);
         batch.stats = Some(stats);

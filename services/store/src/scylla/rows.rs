@@ -161,6 +161,7 @@ pub(crate) struct EpisodeRow {
     pub entity_edges: Option<Vec<Uuid>>,
     pub metadata: String,
     pub content_embedding: Option<Vec<u8>>,
+    pub preceding_turn: Option<String>,
 }
 
 impl EpisodeRow {
@@ -177,6 +178,7 @@ impl EpisodeRow {
             entity_edges: Some(e.entity_edges.clone()),
             metadata: json(&e.metadata),
             content_embedding: e.content_embedding.as_deref().map(embedding_to_blob),
+            preceding_turn: e.preceding_turn.clone(),
         }
     }
 
@@ -199,6 +201,7 @@ impl EpisodeRow {
                 .as_deref()
                 .map(blob_to_embedding)
                 .transpose()?,
+            preceding_turn: self.preceding_turn,
         })
     }
 }
@@ -829,6 +832,7 @@ mod tests {
             entity_edges: vec![Uuid::from_u128(6)],
             metadata,
             content_embedding: Some(vec![0.5, -1.25]),
+            preceding_turn: Some("what did you do?".into()),
         };
         let row = EpisodeRow::from_model(&ep);
         assert_eq!(row.source, "fact_triple");

@@ -12,6 +12,11 @@ use crate::StoreError;
 /// `schemas/cql/schema.cql`, with `${keyspace}` and `${replication}` to fill in.
 pub const SCHEMA_TEMPLATE: &str = include_str!("../../../../schemas/cql/schema.cql");
 
+/// Columns added to a table after it was first released, as
+/// `(table, column, CQL type)`: `CREATE TABLE IF NOT EXISTS` leaves an
+/// older table as it is, so [`migrate`] adds what it lacks.
+pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[("episodes", "preceding_turn", "text")];
+
 /// How long one schema statement may take: DDL waits for every node to agree.
 const DDL_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -59,6 +64,36 @@ pub async fn migrate(
         .await_schema_agreement()
         .await
         .map_err(|e| errors::schema_agreement("creating the schema", e))?;
+    for (table, column, cql_type) in ADDED_COLUMNS {
+        let existing = session
+            .query_unpaged(
+                "SELECT column_name FROM system_schema.columns \
+                 WHERE keyspace_name = ? AND table_name = ? AND column_name = ?",
+                (keyspace, table, column),
+            )
+            .await
+            .map_err(|e| errors::execution("reading the schema", e))?;
+        let present = existing
+            .into_rows_result()
+            .map_err(|e| StoreError::Corrupt(format!("system_schema.columns: {e}")))?
+            .rows_num()
+            > 0;
+        if !present {
+            let mut statement = Statement::new(format!(
+                "ALTER TABLE {keyspace}.{table} ADD {column} {cql_type}"
+            ));
+            statement.set_request_timeout(Some(DDL_TIMEOUT));
+            session
+                .query_unpaged(statement, &[])
+                .await
+                .map_err(|e| errors::execution("adding a column to the schema", e))?;
+            tracing::info!(keyspace, table, column, "added a column to an older table");
+        }
+    }
+    session
+        .await_schema_agreement()
+        .await
+        .map_err(|e| errors::schema_agreement("updating the schema", e))?;
     tracing::info!(keyspace, replication = %replication.to_cql(), "scylla schema is up to date");
     Ok(())
 }

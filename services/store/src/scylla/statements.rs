@@ -57,7 +57,7 @@ pub(crate) enum Stmt {
 
 macro_rules! episode_columns {
     () => {
-        "group_id, uuid, name, source, source_description, content, valid_at, created_at, entity_edges, metadata, content_embedding"
+        "group_id, uuid, name, source, source_description, content, valid_at, created_at, entity_edges, metadata, content_embedding, preceding_turn"
     };
 }
 macro_rules! entity_columns {
@@ -222,7 +222,7 @@ impl Stmt {
             Stmt::InsertEpisode => concat!(
                 "INSERT INTO ${ks}.episodes (",
                 episode_columns!(),
-                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             ),
             Stmt::DeleteEpisode => "DELETE FROM ${ks}.episodes WHERE group_id = ? AND uuid = ?",
             Stmt::InsertEpisodeTime => {
@@ -402,6 +402,19 @@ mod tests {
         let (_, rest) = cql.split_once(start).unwrap();
         let (list, _) = rest.split_once(end).unwrap();
         list.split(',').map(|c| c.trim().to_owned()).collect()
+    }
+
+    #[test]
+    fn every_added_column_is_in_its_table() {
+        let tables = schema_tables();
+        for (table, column, cql_type) in crate::scylla::schema::ADDED_COLUMNS {
+            let (columns, ..) = &tables[*table];
+            assert!(columns.iter().any(|c| c == column), "{table}.{column}");
+            assert!(
+                SCHEMA_TEMPLATE.contains(&format!("    {column} {cql_type},")),
+                "{table}.{column} {cql_type}"
+            );
+        }
     }
 
     #[test]

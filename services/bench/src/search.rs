@@ -19,8 +19,8 @@ use chronicle_model::{
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::{EmbedderKind, ExtractorKind, Settings, StoreUri};
-use crate::node::{Node, Ports};
+use chronicle::config::{EmbedderKind, ExtractorKind, Settings, StoreUri};
+use chronicle::node::{Node, Ports};
 use chronicle_query::{Query, SearchRequest};
 
 const RELATIONS: [(&str, &str); 6] = [
@@ -190,6 +190,7 @@ async fn generate(
                     entity_edges: edges,
                     metadata: Attributes::new(),
                     content_embedding: None,
+                    preceding_turn: None,
                 },
             }];
             all.extend(kinds);
@@ -277,14 +278,14 @@ pub async fn run(
                 .append(&node.topics.graph_events, records, None)
                 .await?;
         }
-        let projection = crate::runtime::projection(&node)?;
+        let projection = chronicle::runtime::projection(&node)?;
         let started = Instant::now();
         projection.run(None, None, None, || {}).await?;
         let project = started.elapsed();
         let combined = latency(&node, "COMBINED_HYBRID_SEARCH_RRF", queries, groups).await?;
         let edge = latency(&node, "EDGE_HYBRID_SEARCH_RRF", queries, groups).await?;
         let started = Instant::now();
-        let rebuilt = crate::runtime::reproject(&node, || {}).await?;
+        let rebuilt = chronicle::runtime::reproject(&node, || {}).await?;
         let rebuild = started.elapsed();
         // The fold alone, from the log into a store without indices.
         let replay_dir = tempfile::tempdir()?;

@@ -1,6 +1,9 @@
-//! Benchmarks: figures printed as JSON, one object per line.
+//! Benchmarks: figures printed as JSON, one object per line. Their own
+//! crate and binary (`chronicle-bench`, which `chronicle bench …` runs), so
+//! the product carries none of their code, fakes or broker.
 
 pub mod api;
+pub mod cli;
 #[cfg(feature = "bench-fakes")]
 pub mod communities;
 pub mod ingest;
@@ -10,8 +13,11 @@ pub mod recall;
 pub mod scale;
 pub mod search;
 
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+
+use chronicle::config::{ExtractorKind, GlobalArgs};
 
 use chronicle_engine::{
     Accepted, DecideConfig, Decider, GroupState, OfflineExtractor, apply_batch,
@@ -154,4 +160,90 @@ pub fn disk_usage(dir: &std::path::Path) -> u64 {
         }
     }
     total
+}
+
+/// Runs one benchmark.
+pub async fn run(cli: cli::BenchCli) -> anyhow::Result<ExitCode> {
+    let cli::BenchCli { global, command } = cli;
+    let cli::Top::Bench { which } = command;
+    use cli::BenchCommand;
+    if let BenchCommand::Ingest {
+        workload,
+        repeat,
+        fake_llm: true,
+    } = &which
+    {
+        let mut settings = GlobalArgs {
+            extractor: None,
+            llm_base_url: None,
+            ..global
+        }
+        .resolve()?;
+        settings.extractor = ExtractorKind::Openai;
+        ingest::run(&settings, workload, *repeat).await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let explicit_data = global.data.clone();
+    let settings = global.resolve()?;
+    match which {
+        BenchCommand::Log { records, size } => crate::log::run(&settings, records, size).await?,
+        BenchCommand::Ingest {
+            workload, repeat, ..
+        } => crate::ingest::run(&settings, &workload, repeat).await?,
+        BenchCommand::Api {
+            clients,
+            requests,
+            groups,
+        } => crate::api::run(&settings, clients, requests, groups).await?,
+        BenchCommand::Kafka { episodes, groups } => {
+            crate::kafka::run(&settings, episodes, groups).await?
+        }
+        BenchCommand::Search {
+            facts,
+            groups,
+            queries,
+        } => crate::search::run(&settings, &facts, groups, queries).await?,
+        BenchCommand::Scale {
+            episodes,
+            tenants,
+            window,
+            seed,
+        } => {
+            let args = crate::scale::ScaleArgs {
+                episodes,
+                tenants,
+                window,
+                data: explicit_data,
+                seed,
+                cli: chronicle_binary()?,
+            };
+            crate::scale::run(&settings, &args).await?;
+        }
+        BenchCommand::Recall {
+            episodes,
+            questions,
+            k,
+            recipes,
+        } => crate::recall::run(&settings, &episodes, &questions, &k, &recipes).await?,
+        #[cfg(feature = "bench-fakes")]
+        BenchCommand::Communities { entities } => crate::communities::run(&entities).await?,
+        #[cfg(not(feature = "bench-fakes"))]
+        BenchCommand::Communities { .. } => anyhow::bail!(
+            "bench communities counts calls on an instant fake model: build with --features bench-fakes"
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `chronicle` binary next to this one: what `bench scale` times as a
+/// user runs it (a restart, a CLI read at rest).
+fn chronicle_binary() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let cli = exe.with_file_name(format!("chronicle{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        cli.exists(),
+        "{} is not built: run `cargo build --release -p chronicle`",
+        cli.display()
+    );
+    Ok(cli)
 }

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::app::auth::Auth;
-use crate::config::{EmbedderKind, ExtractorKind, Settings};
-use crate::http::{HttpOptions, Server};
-use crate::node::{Node, Ports};
+use chronicle::app::auth::Auth;
+use chronicle::config::{EmbedderKind, ExtractorKind, Settings};
+use chronicle::http::{HttpOptions, Server};
+use chronicle::node::{Node, Ports};
 
 const TOKEN: &str = "bench-token-0123456789";
 const PEOPLE: [&str; 8] = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana"];

@@ -18,11 +18,11 @@ use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::{LogUri, Settings, StoreUri};
-use crate::gateway::Gateway;
-use crate::node::Node;
-use crate::processor::ProcessorOptions;
-use crate::runtime;
+use chronicle::config::{LogUri, Settings, StoreUri};
+use chronicle::gateway::Gateway;
+use chronicle::node::Node;
+use chronicle::processor::ProcessorOptions;
+use chronicle::runtime;
 use chronicle_query::{Query, ResultItem, SearchRequest};
 
 /// One question of the set.
@@ -116,7 +116,7 @@ pub async fn run(
     s.log = LogUri::Embedded;
     s.store = StoreUri::Embedded;
     let node = Node::open(s).await?;
-    let (commands, errors) = crate::commands::parse_jsonl(&fs_err::read_to_string(episodes)?);
+    let (commands, errors) = chronicle::commands::parse_jsonl(&fs_err::read_to_string(episodes)?);
     anyhow::ensure!(
         errors.is_empty(),
         "{} invalid episode lines, first: line {}: {}",

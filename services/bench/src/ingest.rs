@@ -14,11 +14,11 @@ use chronicle_model::{Command, GroupId};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::{ExtractorKind, LogUri, Settings, StoreUri};
-use crate::gateway::Gateway;
-use crate::node::Node;
-use crate::processor::ProcessorOptions;
-use crate::runtime;
+use chronicle::config::{ExtractorKind, LogUri, Settings, StoreUri};
+use chronicle::gateway::Gateway;
+use chronicle::node::Node;
+use chronicle::processor::ProcessorOptions;
+use chronicle::runtime;
 
 /// Starts a fake endpoint whose extraction answers are the offline extractor's.
 #[cfg(feature = "bench-fakes")]
@@ -91,7 +91,7 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
         "--fake-llm (the OpenAI adapter without an endpoint) needs an instant fake model: build with --features bench-fakes, or give --llm-base-url"
     );
     let node = Node::open(s).await?;
-    let (commands, errors) = crate::commands::parse_jsonl(&fs_err::read_to_string(workload)?);
+    let (commands, errors) = chronicle::commands::parse_jsonl(&fs_err::read_to_string(workload)?);
     anyhow::ensure!(
         errors.is_empty(),
         "workload has {} invalid lines, first: line {}: {}",
@@ -130,7 +130,7 @@ pub async fn run(settings: &Settings, workload: &Path, repeat: usize) -> anyhow:
         }
     }
     let (p50, p99) = super::percentiles(&mut latencies);
-    let stats = crate::commands::log_stats(&node, None).await?;
+    let stats = chronicle::commands::log_stats(&node, None).await?;
     let counts = node.store()?.counts(None).await?;
     let calls: u64 = stats.llm_calls.values().sum();
     #[cfg(feature = "bench-fakes")]

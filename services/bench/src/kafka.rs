@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use chronicle_log::{EventLog, KafkaConfig, KafkaLog, NewRecord};
 use serde_json::json;
 
-use crate::config::{EmbedderKind, ExtractorKind, LogUri, Settings};
-use crate::gateway::Gateway;
-use crate::node::{Node, Ports};
-use crate::processor::ProcessorOptions;
-use crate::runtime;
+use chronicle::config::{EmbedderKind, ExtractorKind, LogUri, Settings};
+use chronicle::gateway::Gateway;
+use chronicle::node::{Node, Ports};
+use chronicle::processor::ProcessorOptions;
+use chronicle::runtime;
 
 /// Produce and consume rate of 1 KiB records (the broker's own ceiling).
 async fn raw_rates(brokers: &str, records: usize) -> anyhow::Result<(f64, f64)> {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use chronicle_engine::{GroupState, apply_batch};
 use chronicle_log::{EmbeddedLog, EventLog, NewRecord};
 
-use crate::config::Settings;
+use chronicle::config::Settings;
 
 /// Runs the log benchmark in a temporary directory.
 pub async fn run(_settings: &Settings, records: u64, size: usize) -> anyhow::Result<()> {

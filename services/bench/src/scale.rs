@@ -12,12 +12,12 @@ use clap::ValueEnum;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::config::{LogUri, Settings, StoreUri};
-use crate::gateway::Gateway;
-use crate::node::Node;
-use crate::processor::ProcessorOptions;
-use crate::runtime;
-use crate::status::CommandStatus;
+use chronicle::config::{LogUri, Settings, StoreUri};
+use chronicle::gateway::Gateway;
+use chronicle::node::Node;
+use chronicle::processor::ProcessorOptions;
+use chronicle::runtime;
+use chronicle::status::CommandStatus;
 use chronicle_query::{Query, SearchRequest};
 
 use super::mix;
