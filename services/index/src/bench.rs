@@ -13,10 +13,13 @@ use crate::{Checkpoint, DocKind, IndexDoc, IndexError, SearchIndex};
 /// The shape of a synthetic corpus.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CorpusSpec {
+    /// Total documents, over all groups.
     pub documents: usize,
     /// Documents are spread evenly (round-robin) over this many groups.
     pub groups: usize,
+    /// Length of every vector; must match the index the corpus goes into.
     pub dimension: usize,
+    /// The same seed gives the same words, ids and vectors.
     pub seed: u64,
 }
 
@@ -25,7 +28,9 @@ pub struct CorpusSpec {
 /// (the hardest case for HNSW, the same work for exact scans).
 #[derive(Clone, Debug)]
 pub struct Corpus {
+    /// The documents, in generation order, ready for [`build`].
     pub docs: Vec<IndexDoc>,
+    /// The groups the documents are spread over; queries are aimed at them.
     pub groups: Vec<GroupId>,
     /// The spec's seed; queries draw from the same vocabulary.
     pub seed: u64,
@@ -165,7 +170,9 @@ pub fn exact_top(
 /// How a build went.
 #[derive(Clone, Debug)]
 pub struct BuildReport {
+    /// Documents upserted, all of them committed.
     pub documents: usize,
+    /// Wall time of the whole build, upserts and commits included.
     pub elapsed: Duration,
     /// One sample per commit.
     pub commits: Latencies,
@@ -245,15 +252,18 @@ pub struct Latencies {
 }
 
 impl Latencies {
+    /// Takes samples in any order.
     pub fn new(mut samples: Vec<Duration>) -> Self {
         samples.sort();
         Latencies { sorted: samples }
     }
 
+    /// The number of samples.
     pub fn len(&self) -> usize {
         self.sorted.len()
     }
 
+    /// Whether there are no samples (every figure is then zero).
     pub fn is_empty(&self) -> bool {
         self.sorted.is_empty()
     }
@@ -267,18 +277,22 @@ impl Latencies {
         self.sorted[rank.saturating_sub(1).min(self.sorted.len() - 1)]
     }
 
+    /// The median (nearest rank); zero without samples.
     pub fn p50(&self) -> Duration {
         self.quantile(0.50)
     }
 
+    /// The 99th percentile (nearest rank); zero without samples.
     pub fn p99(&self) -> Duration {
         self.quantile(0.99)
     }
 
+    /// The slowest sample; zero without samples.
     pub fn max(&self) -> Duration {
         self.sorted.last().copied().unwrap_or_default()
     }
 
+    /// The arithmetic mean; zero without samples.
     pub fn mean(&self) -> Duration {
         if self.sorted.is_empty() {
             return Duration::ZERO;

@@ -11,11 +11,15 @@ use uuid::Uuid;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DocKind {
+    /// A fact (an edge between two entities), by its sentence and embedding.
     Fact,
+    /// An entity, by its name and summary and its name's embedding.
     Entity,
     /// An episode by what it is searched by (a message with the turn
     /// before it), with its embedding.
     Episode,
+    /// A community of entities, by its name and summary and its name's
+    /// embedding.
     Community,
     /// An episode by its own words alone (BM25, no vector): a reply repeats
     /// its question's words, and this is how the turn that said them ranks
@@ -80,9 +84,15 @@ impl fmt::Display for DocKind {
 /// `text` (a fact's sentence, an entity's name and summary, ...).
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexDoc {
+    /// With `group_id` and `uuid`, the document's key: an upsert replaces
+    /// the document with the same three.
     pub kind: DocKind,
+    /// The record's id in the graph store; one episode has a document per
+    /// kind in [`DocKind::OF_EPISODE`] under the same id.
     pub uuid: Uuid,
+    /// The tenant it belongs to; every search is filtered to one group.
     pub group_id: GroupId,
+    /// What BM25 ranks; the constructors below compose it per kind.
     pub text: String,
     /// Embedding, any norm (it is normalized; scores are cosine).
     pub vector: Option<Vec<f32>>,
@@ -159,7 +169,10 @@ impl IndexDoc {
 /// A candidate from one channel; the caller loads the record by `uuid`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Hit {
+    /// Which kind of record `uuid` names (an episode hits as `Episode` or
+    /// `Turn`).
     pub kind: DocKind,
+    /// The record to load from the graph store.
     pub uuid: Uuid,
     /// BM25 for text search, cosine similarity for vector search; higher is
     /// better, comparable only within one call.

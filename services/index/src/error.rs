@@ -16,15 +16,21 @@ pub enum IndexError {
     /// The directory holds an index built for another embedding dimension.
     #[error("index at {path} was built with dimension {on_disk}, opened with {requested}")]
     DimensionMismatch {
+        /// The index directory.
         path: PathBuf,
+        /// The dimension recorded in the directory's metadata.
         on_disk: usize,
+        /// The dimension the caller opened it with.
         requested: usize,
     },
     /// The directory was written by an incompatible version of this crate.
     #[error("index at {path} has format {found}, this build reads format {supported}")]
     UnsupportedFormat {
+        /// The index directory.
         path: PathBuf,
+        /// The format version recorded in the directory's metadata.
         found: u32,
+        /// The only format version this build reads.
         supported: u32,
     },
     /// The options cannot work (named in the message).
@@ -36,38 +42,59 @@ pub enum IndexError {
     /// A document's vector does not have the index's dimension.
     #[error("{kind} {uuid}: vector has {actual} dimensions, index expects {expected}")]
     VectorDimension {
+        /// The rejected document's kind.
         kind: DocKind,
+        /// The rejected document's id.
         uuid: Uuid,
+        /// The index's dimension.
         expected: usize,
+        /// The length of the document's vector.
         actual: usize,
     },
     /// A document's vector has a zero norm or a non-finite component, so it
     /// has no direction to compare.
     #[error("{kind} {uuid}: vector is zero or not finite")]
-    InvalidVector { kind: DocKind, uuid: Uuid },
+    InvalidVector {
+        /// The rejected document's kind.
+        kind: DocKind,
+        /// The rejected document's id.
+        uuid: Uuid,
+    },
     /// A query vector does not have the index's dimension.
     #[error("query vector has {actual} dimensions, index expects {expected}")]
-    QueryDimension { expected: usize, actual: usize },
+    QueryDimension {
+        /// The index's dimension.
+        expected: usize,
+        /// The length of the query vector.
+        actual: usize,
+    },
     /// A query vector has a zero norm or a non-finite component.
     #[error("query vector is zero or not finite")]
     InvalidQueryVector,
     /// Reading or writing a file of the index failed.
     #[error("i/o on {path}")]
     Io {
+        /// The file or directory the operation was on.
         path: PathBuf,
+        /// What the operating system reported.
         #[source]
         source: std::io::Error,
     },
     /// The index metadata file cannot be parsed.
     #[error("index metadata at {path} is unreadable")]
     Meta {
+        /// The metadata file.
         path: PathBuf,
+        /// Why its JSON could not be read (or written).
         #[source]
         source: serde_json::Error,
     },
     /// The directory holds a text index but no metadata: not ours, or damaged.
     #[error("{path} holds a text index but no metadata file")]
-    MissingMeta { path: PathBuf },
+    MissingMeta {
+        /// The index directory.
+        path: PathBuf,
+    },
     /// The checkpoint stored in the last commit cannot be parsed.
     #[error("checkpoint in the last commit is unreadable")]
     Checkpoint(#[source] serde_json::Error),

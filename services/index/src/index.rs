@@ -72,7 +72,9 @@ pub struct IndexStats {
     /// (group, kind) vector sub-indices, how many of them use HNSW, and how
     /// many wait for their graph (searched exactly meanwhile).
     pub vector_sets: u64,
+    /// Sub-indices searched through their HNSW graph.
     pub hnsw_sets: u64,
+    /// Sub-indices large enough for a graph that is still being built.
     pub hnsw_pending: u64,
     /// Memory held by vectors (HNSW sub-indices hold a second copy).
     pub vector_memory_bytes: u64,

@@ -13,6 +13,8 @@
 //! graphs built by a background thread), `meta` (the dimension a directory
 //! was built for), [`mod@bench`] (timing helpers).
 
+#![warn(missing_docs)]
+
 pub mod bench;
 mod doc;
 mod error;
