@@ -207,10 +207,10 @@ impl Node {
     /// Opens a node for one role: the models are loaded only when the
     /// role uses them.
     pub async fn open_role(settings: Settings, role: Role) -> anyhow::Result<Arc<Node>> {
-        let ports = match role.decides() || role.projects() {
-            true => Some(Ports::from_settings(&settings)?),
-            false => None,
-        };
+        let uses_models = role.decides() || role.projects();
+        let ports = uses_models
+            .then(|| Ports::from_settings(&settings))
+            .transpose()?;
         Self::assemble(settings, role, ports).await
     }
 

@@ -169,10 +169,9 @@ impl Query<'_> {
     }
 
     /// The `n` turns before and after an episode in the group's order
-    /// (reference time, then log order), the episode itself included. Turns
-    /// are looked up among the episodes at or before its reference time
-    /// (a conversation's session shares one), so later turns come only from
-    /// the same reference time.
+    /// (reference time, then log order), the episode itself included: the
+    /// episodes at or before its reference time and those at or after it,
+    /// read together.
     pub(crate) async fn turns_around(
         &self,
         group: &GroupId,
@@ -181,12 +180,15 @@ impl Query<'_> {
     ) -> Result<Vec<Turn>, QueryError> {
         // Enough for a session's turns that share one reference time.
         const WINDOW: usize = 64;
-        let mut around = self
-            .sources
-            .store
-            .episodes_by_time(group, Some(center.valid_at), WINDOW)
-            .await?;
+        let store = &self.sources.store;
+        let (before, after) = futures::try_join!(
+            store.episodes_by_time(group, Some(center.valid_at), WINDOW),
+            store.episodes_after(group, center.valid_at, WINDOW),
+        )?;
+        let mut around = before;
+        around.extend(after);
         around.sort_by_key(|e| (e.valid_at, e.created_at, e.uuid));
+        around.dedup_by_key(|e| e.uuid);
         let Some(at) = around.iter().position(|e| e.uuid == center.uuid) else {
             return Ok(vec![turn(center.clone())]);
         };

@@ -237,6 +237,30 @@ async fn a_result_spans_its_neighbouring_turns_in_order() {
 }
 
 #[tokio::test]
+async fn turns_after_a_hit_join_its_context_when_each_message_has_its_own_time() {
+    let g = group("tenant-a");
+    let turns = [
+        "Alice: Morning!",
+        "Bob: Did you find a flat?",
+        "Alice: Yes, a flat in Lisbon.",
+        "Bob: Lovely.",
+        "Alice: Moving next week.",
+    ];
+    let items = (turns.iter().enumerate())
+        .map(|(i, t)| message(&g, 30 + i as u128, t, &format!("2025-06-01T09:0{i}:00Z")))
+        .collect();
+    let f = project(items).await;
+    let results = Query::at(&f.sources, now())
+        .search(&g, &memory("flat in Lisbon", 1))
+        .await
+        .unwrap()
+        .results;
+    assert_eq!(results[0].uuid, Uuid::from_u128(32));
+    let spanned: Vec<Uuid> = results[0].context.iter().map(|t| t.uuid).collect();
+    assert_eq!(spanned, [31, 32, 33].map(Uuid::from_u128));
+}
+
+#[tokio::test]
 async fn a_named_period_lifts_the_turns_inside_it() {
     let a = group("tenant-a");
     let mut items = session(

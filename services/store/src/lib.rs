@@ -170,6 +170,15 @@ pub trait GraphStore: Send + Sync + 'static {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Episode>, StoreError>;
+    /// Episodes with `valid_at >= after`, oldest first, at most `limit`: the
+    /// turns that follow one (a result's context), where
+    /// [`GraphStore::episodes_by_time`] gives those before it.
+    async fn episodes_after(
+        &self,
+        group: &GroupId,
+        after: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Episode>, StoreError>;
     /// Entities an episode mentions.
     async fn mentions(&self, group: &GroupId, episode: Uuid) -> Result<Vec<Uuid>, StoreError>;
     /// Episodes mentioning an entity.

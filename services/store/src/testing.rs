@@ -209,6 +209,26 @@ pub async fn lookups_and_ordering(store: &dyn GraphStore) {
     assert_eq!(early.len(), 2);
     assert!(early.iter().all(|e| e.valid_at <= before));
     assert_eq!(early[0].valid_at, "2025-02-01T09:00:00Z".parse().unwrap());
+    // oldest first from a time on, bounded; with the ones before, every episode
+    let after = store.episodes_after(g, before, 100).await.unwrap();
+    assert!(after.iter().all(|e| e.valid_at >= before));
+    assert!(after.windows(2).all(|w| w[0].valid_at <= w[1].valid_at));
+    let first_at = store.episodes_by_time(g, None, usize::MAX).await.unwrap();
+    let oldest = first_at.last().unwrap().valid_at;
+    let from_start = store.episodes_after(g, oldest, 100).await.unwrap();
+    assert_eq!(from_start.len(), s.episode_count());
+    let mut reversed = from_start.clone();
+    reversed.reverse();
+    assert_eq!(
+        reversed.iter().map(|e| e.valid_at).collect::<Vec<_>>(),
+        first_at.iter().map(|e| e.valid_at).collect::<Vec<_>>()
+    );
+    let next = store.episodes_after(g, oldest, 1).await.unwrap();
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].valid_at, oldest);
+    let up_to = store.episodes_by_time(g, Some(before), 100).await.unwrap();
+    let later = after.iter().filter(|e| e.valid_at > before).count();
+    assert_eq!(up_to.len() + later, s.episode_count());
     // mentions both ways
     let first = s.episodes().find(|e| e.name == "ep-1").unwrap();
     let mentioned = store.mentions(g, first.uuid).await.unwrap();

@@ -175,6 +175,33 @@ impl GraphStore for EmbeddedStore {
         })
     }
 
+    async fn episodes_after(
+        &self,
+        group: &GroupId,
+        after: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Episode>, StoreError> {
+        self.read(|r| {
+            let g = group_str(group);
+            let t = r.table(EPISODES_BY_TIME)?;
+            let lower = after.as_micros();
+            let mut out = Vec::new();
+            for row in t
+                .range((g, lower, 0u128)..=(g, i64::MAX, u128::MAX))
+                .map_err(|x| r.e(x))?
+            {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, _) = row.map_err(|x| r.e(x))?;
+                if let Some(e) = r.record(EPISODES, g, Uuid::from_u128(k.value().2), "episode")? {
+                    out.push(e);
+                }
+            }
+            Ok(out)
+        })
+    }
+
     async fn mentions(&self, group: &GroupId, episode: Uuid) -> Result<Vec<Uuid>, StoreError> {
         self.read(|r| r.multimap(MENTIONS, group_str(group), episode))
     }

@@ -64,6 +64,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         before: i64,
         limit: i32,
     ) -> Result<Vec<(i64, Uuid)>, StoreError>;
+    /// `episodes_by_time` rows of a month with `valid_at >= after`, oldest
+    /// first, at most `limit`: `(valid_at, uuid)`.
+    async fn episodes_after(
+        &self,
+        group: &str,
+        bucket: i32,
+        after: i64,
+        limit: i32,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError>;
     /// `episodes_by_time` rows of a month with `valid_at = at`.
     async fn episodes_at(
         &self,

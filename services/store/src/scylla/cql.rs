@@ -273,6 +273,21 @@ impl Backend for CqlBackend {
         .await
     }
 
+    async fn episodes_after(
+        &self,
+        group: &str,
+        bucket: i32,
+        after: i64,
+        limit: i32,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        self.all(
+            "reading episodes by time",
+            Stmt::SelectEpisodesAfter,
+            (group, bucket, after, limit),
+        )
+        .await
+    }
+
     async fn episodes_at(
         &self,
         group: &str,

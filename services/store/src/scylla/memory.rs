@@ -232,6 +232,23 @@ impl Backend for MemoryBackend {
         rows.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(rows)
     }
+    async fn episodes_after(
+        &self,
+        group: &str,
+        bucket: i32,
+        after: i64,
+        limit: i32,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        let g = group.to_owned();
+        let mut rows = slice(
+            &self.tables().episodes_by_time,
+            (g.clone(), bucket, after, Uuid::nil()),
+            (g, bucket, i64::MAX, Uuid::max()),
+            |k, _| (k.2, k.3),
+        );
+        rows.truncate(usize::try_from(limit).unwrap_or(0));
+        Ok(rows)
+    }
     async fn episodes_at(
         &self,
         group: &str,

@@ -416,6 +416,44 @@ impl ScyllaStore {
         Ok(picked)
     }
 
+    /// The first `limit` `(valid_at, uuid)` keys at or after `after`,
+    /// oldest first (equal times in uuid order, chosen here as in
+    /// [`Self::episode_keys`]).
+    async fn episode_keys_after(
+        &self,
+        g: &GroupId,
+        after: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        let g = g.as_str();
+        let lower = after.as_micros();
+        let first = month_bucket(after);
+        let mut buckets = self.backend.buckets(g, KIND_EPISODE).await?;
+        buckets.sort_unstable();
+        buckets.dedup();
+        let mut picked: Vec<(i64, Uuid)> = Vec::new();
+        for bucket in buckets.into_iter().filter(|b| *b >= first) {
+            let want = limit - picked.len();
+            let mut rows = self
+                .backend
+                .episodes_after(g, bucket, lower, i32::try_from(want).unwrap_or(i32::MAX))
+                .await?;
+            if rows.len() >= want
+                && let Some(&(boundary, _)) = rows.last()
+            {
+                rows.retain(|(t, _)| *t < boundary);
+                rows.extend(self.backend.episodes_at(g, bucket, boundary).await?);
+            }
+            rows.sort_unstable();
+            rows.truncate(want);
+            picked.extend(rows);
+            if picked.len() >= limit {
+                break;
+            }
+        }
+        Ok(picked)
+    }
+
     async fn read_entity(&self, g: &str, u: Uuid) -> Result<Option<Entity>, StoreError> {
         self.backend
             .entity(g, u)
@@ -669,6 +707,21 @@ impl GraphStore for ScyllaStore {
         }
         let g = group.as_str();
         let keys = self.episode_keys(group, before, limit).await?;
+        let ids = keys.into_iter().map(|(_, u)| u).collect();
+        self.read_all(ids, |u| self.read_episode(g, u)).await
+    }
+
+    async fn episodes_after(
+        &self,
+        group: &GroupId,
+        after: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Episode>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let g = group.as_str();
+        let keys = self.episode_keys_after(group, after, limit).await?;
         let ids = keys.into_iter().map(|(_, u)| u).collect();
         self.read_all(ids, |u| self.read_episode(g, u)).await
     }

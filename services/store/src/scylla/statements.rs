@@ -26,6 +26,7 @@ pub(crate) enum Stmt {
     SelectRecords,
     SelectEpisodesBefore,
     SelectEpisodesAt,
+    SelectEpisodesAfter,
     InsertEpisode,
     DeleteEpisode,
     InsertEpisodeTime,
@@ -106,7 +107,7 @@ pub(crate) const GRAPH_EVENTS_LOG: &str = "graph-events";
 
 impl Stmt {
     /// Every statement, in declaration order (its index in a prepared set).
-    pub(crate) const ALL: [Stmt; 45] = [
+    pub(crate) const ALL: [Stmt; 46] = [
         Stmt::SelectEpisode,
         Stmt::SelectEntity,
         Stmt::SelectFact,
@@ -125,6 +126,7 @@ impl Stmt {
         Stmt::SelectRecords,
         Stmt::SelectEpisodesBefore,
         Stmt::SelectEpisodesAt,
+        Stmt::SelectEpisodesAfter,
         Stmt::InsertEpisode,
         Stmt::DeleteEpisode,
         Stmt::InsertEpisodeTime,
@@ -218,6 +220,9 @@ impl Stmt {
             }
             Stmt::SelectEpisodesAt => {
                 "SELECT valid_at, uuid FROM ${ks}.episodes_by_time WHERE group_id = ? AND bucket = ? AND valid_at = ?"
+            }
+            Stmt::SelectEpisodesAfter => {
+                "SELECT valid_at, uuid FROM ${ks}.episodes_by_time WHERE group_id = ? AND bucket = ? AND valid_at >= ? ORDER BY valid_at ASC LIMIT ?"
             }
             Stmt::InsertEpisode => concat!(
                 "INSERT INTO ${ks}.episodes (",

@@ -596,6 +596,7 @@ mod types {
         serializes(Stmt::SelectRecords, &(g, "fact", 202501i32));
         serializes(Stmt::SelectEpisodesBefore, &(g, 202501i32, 5i64, 10i32));
         serializes(Stmt::SelectEpisodesAt, &(g, 202501i32, 5i64));
+        serializes(Stmt::SelectEpisodesAfter, &(g, 202501i32, 5i64, 10i32));
         reads::<EpisodeRow>(Stmt::SelectEpisode);
         reads::<EntityRow>(Stmt::SelectEntity);
         reads::<FactRow>(Stmt::SelectFact);
@@ -618,6 +619,7 @@ mod types {
         reads::<(Uuid, Option<bool>)>(Stmt::SelectRecords);
         reads::<(i64, Uuid)>(Stmt::SelectEpisodesBefore);
         reads::<(i64, Uuid)>(Stmt::SelectEpisodesAt);
+        reads::<(i64, Uuid)>(Stmt::SelectEpisodesAfter);
     }
 
     #[test]
