@@ -215,7 +215,9 @@ pub async fn run(cli: cli::BenchCli) -> anyhow::Result<ExitCode> {
                 window,
                 data: explicit_data,
                 seed,
-                cli: chronicle_binary()?,
+                // What `bench scale` times as a user runs it: a restart, a
+                // CLI read at rest.
+                cli: chronicle::commands::sibling_binary("chronicle")?,
             };
             crate::scale::run(&settings, &args).await?;
         }
@@ -233,17 +235,4 @@ pub async fn run(cli: cli::BenchCli) -> anyhow::Result<ExitCode> {
         ),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The `chronicle` binary next to this one: what `bench scale` times as a
-/// user runs it (a restart, a CLI read at rest).
-fn chronicle_binary() -> anyhow::Result<std::path::PathBuf> {
-    let exe = std::env::current_exe()?;
-    let cli = exe.with_file_name(format!("chronicle{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        cli.exists(),
-        "{} is not built: run `cargo build --release -p chronicle`",
-        cli.display()
-    );
-    Ok(cli)
 }

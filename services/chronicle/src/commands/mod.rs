@@ -73,14 +73,7 @@ pub fn block_on(command: impl Future<Output = anyhow::Result<ExitCode>>) -> Exit
 /// `chronicle-bench`, next to this one (built with `cargo build -p
 /// chronicle-bench`); it takes the same command line.
 fn bench() -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("locating the chronicle binary")?;
-    let sibling = exe.with_file_name(format!("chronicle-bench{}", std::env::consts::EXE_SUFFIX));
-    anyhow::ensure!(
-        sibling.exists(),
-        "`chronicle bench` runs {}, which is not built: run `cargo build --release -p chronicle-bench` \
-         (or `just bench`)",
-        sibling.display()
-    );
+    let sibling = sibling_binary("chronicle-bench")?;
     let status = std::process::Command::new(&sibling)
         .args(std::env::args_os().skip(1))
         .status()
@@ -90,6 +83,20 @@ fn bench() -> anyhow::Result<ExitCode> {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         None => ExitCode::FAILURE,
     })
+}
+
+/// A binary of this workspace next to the running one (the benchmarks
+/// and the product call each other this way), or an error saying how to
+/// build it.
+pub fn sibling_binary(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe().context("locating the running binary")?;
+    let sibling = exe.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    anyhow::ensure!(
+        sibling.exists(),
+        "{} is not built: run `cargo build --release -p {name}` (or `just bench`)",
+        sibling.display()
+    );
+    Ok(sibling)
 }
 
 fn init_tracing() {

@@ -11,8 +11,8 @@ use redb::{Durability, ReadableTable};
 use uuid::Uuid;
 
 use super::{
-    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EPISODES, EPISODES_BY_TIME, EmbeddedStore, FACTS, Key,
-    MENTIONED_BY, MENTIONS, POSITIONS, SAGAS, from_json,
+    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EPISODES, EmbeddedStore, FACTS, Key, MENTIONED_BY,
+    MENTIONS, POSITIONS, SAGAS, from_json,
 };
 use crate::{ApplyOutcome, Counts, GraphStore, Neighbour, Positions, StoreError};
 
@@ -153,26 +153,8 @@ impl GraphStore for EmbeddedStore {
         before: Option<Timestamp>,
         limit: usize,
     ) -> Result<Vec<Episode>, StoreError> {
-        self.read(|r| {
-            let g = group_str(group);
-            let t = r.table(EPISODES_BY_TIME)?;
-            let upper = before.map_or(i64::MAX, |b| b.as_micros());
-            let mut out = Vec::new();
-            for row in t
-                .range((g, i64::MIN, 0u128)..=(g, upper, u128::MAX))
-                .map_err(|x| r.e(x))?
-                .rev()
-            {
-                if out.len() >= limit {
-                    break;
-                }
-                let (k, _) = row.map_err(|x| r.e(x))?;
-                if let Some(e) = r.record(EPISODES, g, Uuid::from_u128(k.value().2), "episode")? {
-                    out.push(e);
-                }
-            }
-            Ok(out)
-        })
+        let upper = before.map_or(i64::MAX, |b| b.as_micros());
+        self.read(|r| r.episodes_between(group_str(group), i64::MIN, upper, true, limit))
     }
 
     async fn episodes_after(
@@ -181,25 +163,8 @@ impl GraphStore for EmbeddedStore {
         after: Timestamp,
         limit: usize,
     ) -> Result<Vec<Episode>, StoreError> {
-        self.read(|r| {
-            let g = group_str(group);
-            let t = r.table(EPISODES_BY_TIME)?;
-            let lower = after.as_micros();
-            let mut out = Vec::new();
-            for row in t
-                .range((g, lower, 0u128)..=(g, i64::MAX, u128::MAX))
-                .map_err(|x| r.e(x))?
-            {
-                if out.len() >= limit {
-                    break;
-                }
-                let (k, _) = row.map_err(|x| r.e(x))?;
-                if let Some(e) = r.record(EPISODES, g, Uuid::from_u128(k.value().2), "episode")? {
-                    out.push(e);
-                }
-            }
-            Ok(out)
-        })
+        let lower = after.as_micros();
+        self.read(|r| r.episodes_between(group_str(group), lower, i64::MAX, false, limit))
     }
 
     async fn mentions(&self, group: &GroupId, episode: Uuid) -> Result<Vec<Uuid>, StoreError> {

@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use chronicle_model::{Community, Entity, Fact, GroupId};
+use chronicle_model::{Community, Entity, Episode, Fact, GroupId};
 use redb::{MultimapTableDefinition, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
 use super::{
-    COMMUNITIES, EMBEDDINGS, ENTITIES, FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY,
-    KIND_FACT, Key, err, from_json, vector_of,
+    COMMUNITIES, EMBEDDINGS, ENTITIES, EPISODES, EPISODES_BY_TIME, FACTS, FACTS_BY_ENTITY, GROUPS,
+    KIND_COMMUNITY, KIND_ENTITY, KIND_FACT, Key, err, from_json, vector_of,
 };
 use crate::{Neighbour, StoreError};
 
@@ -55,6 +55,38 @@ impl Reader<'_> {
             Some(v) => from_json(v.value(), what).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// A group's episodes with `lower <= valid_at <= upper` (micros), in
+    /// time-then-uuid order or its reverse, at most `limit`.
+    pub(super) fn episodes_between(
+        &self,
+        group: &str,
+        lower: i64,
+        upper: i64,
+        newest_first: bool,
+        limit: usize,
+    ) -> Result<Vec<Episode>, StoreError> {
+        let t = self.table(EPISODES_BY_TIME)?;
+        let rows =
+            (t.range((group, lower, 0u128)..=(group, upper, u128::MAX))).map_err(|x| self.e(x))?;
+        let rows: Box<dyn Iterator<Item = _>> = match newest_first {
+            true => Box::new(rows.rev()),
+            false => Box::new(rows),
+        };
+        let mut out = Vec::new();
+        for row in rows {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = row.map_err(|x| self.e(x))?;
+            if let Some(e) =
+                self.record(EPISODES, group, Uuid::from_u128(k.value().2), "episode")?
+            {
+                out.push(e);
+            }
+        }
+        Ok(out)
     }
 
     pub(super) fn entity(&self, group: &str, uuid: Uuid) -> Result<Option<Entity>, StoreError> {

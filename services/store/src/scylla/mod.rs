@@ -377,74 +377,50 @@ impl ScyllaStore {
             .collect())
     }
 
-    /// Episode `(valid_at, uuid)` keys with `valid_at <= before`, newest
-    /// first (ties by descending uuid, as the embedded store), at most `limit`.
+    /// Episode `(valid_at, uuid)` keys from `from` on (all when `None`):
+    /// newest first with `valid_at <= from`, or oldest first with
+    /// `valid_at >= from`; ties in uuid order the same way, as the embedded
+    /// store; at most `limit`.
     async fn episode_keys(
         &self,
         g: &GroupId,
-        before: Option<Timestamp>,
+        from: Option<Timestamp>,
+        newest_first: bool,
         limit: usize,
     ) -> Result<Vec<(i64, Uuid)>, StoreError> {
         let g = g.as_str();
-        let upper = before.map_or(i64::MAX, Timestamp::as_micros);
-        let top = before.map(month_bucket);
+        let edge = from.map(Timestamp::as_micros);
+        let first = from.map(month_bucket);
         let mut buckets = self.backend.buckets(g, KIND_EPISODE).await?;
-        buckets.sort_unstable_by(|a, b| b.cmp(a));
+        buckets.sort_unstable();
         buckets.dedup();
+        if newest_first {
+            buckets.reverse();
+        }
+        let reached = |b: &i32| first.is_none_or(|f| if newest_first { *b <= f } else { *b >= f });
         let mut picked: Vec<(i64, Uuid)> = Vec::new();
-        for bucket in buckets.into_iter().filter(|b| top.is_none_or(|t| *b <= t)) {
+        for bucket in buckets.into_iter().filter(reached) {
             let want = limit - picked.len();
-            let mut rows = self
-                .backend
-                .episodes_before(g, bucket, upper, i32::try_from(want).unwrap_or(i32::MAX))
-                .await?;
+            let n = i32::try_from(want).unwrap_or(i32::MAX);
+            let mut rows = if newest_first {
+                let upper = edge.unwrap_or(i64::MAX);
+                self.backend.episodes_before(g, bucket, upper, n).await?
+            } else {
+                let lower = edge.unwrap_or(i64::MIN);
+                self.backend.episodes_after(g, bucket, lower, n).await?
+            };
             if rows.len() >= want
                 && let Some(&(boundary, _)) = rows.last()
             {
                 // The server orders equal times by its own uuid order: read
                 // every row at the boundary time and choose here.
-                rows.retain(|(t, _)| *t > boundary);
-                rows.extend(self.backend.episodes_at(g, bucket, boundary).await?);
-            }
-            rows.sort_unstable_by(|a, b| b.cmp(a));
-            rows.truncate(want);
-            picked.extend(rows);
-            if picked.len() >= limit {
-                break;
-            }
-        }
-        Ok(picked)
-    }
-
-    /// The first `limit` `(valid_at, uuid)` keys at or after `after`,
-    /// oldest first (equal times in uuid order, chosen here as in
-    /// [`Self::episode_keys`]).
-    async fn episode_keys_after(
-        &self,
-        g: &GroupId,
-        after: Timestamp,
-        limit: usize,
-    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
-        let g = g.as_str();
-        let lower = after.as_micros();
-        let first = month_bucket(after);
-        let mut buckets = self.backend.buckets(g, KIND_EPISODE).await?;
-        buckets.sort_unstable();
-        buckets.dedup();
-        let mut picked: Vec<(i64, Uuid)> = Vec::new();
-        for bucket in buckets.into_iter().filter(|b| *b >= first) {
-            let want = limit - picked.len();
-            let mut rows = self
-                .backend
-                .episodes_after(g, bucket, lower, i32::try_from(want).unwrap_or(i32::MAX))
-                .await?;
-            if rows.len() >= want
-                && let Some(&(boundary, _)) = rows.last()
-            {
-                rows.retain(|(t, _)| *t < boundary);
+                rows.retain(|(t, _)| *t != boundary);
                 rows.extend(self.backend.episodes_at(g, bucket, boundary).await?);
             }
             rows.sort_unstable();
+            if newest_first {
+                rows.reverse();
+            }
             rows.truncate(want);
             picked.extend(rows);
             if picked.len() >= limit {
@@ -706,7 +682,7 @@ impl GraphStore for ScyllaStore {
             return Ok(Vec::new());
         }
         let g = group.as_str();
-        let keys = self.episode_keys(group, before, limit).await?;
+        let keys = self.episode_keys(group, before, true, limit).await?;
         let ids = keys.into_iter().map(|(_, u)| u).collect();
         self.read_all(ids, |u| self.read_episode(g, u)).await
     }
@@ -721,7 +697,7 @@ impl GraphStore for ScyllaStore {
             return Ok(Vec::new());
         }
         let g = group.as_str();
-        let keys = self.episode_keys_after(group, after, limit).await?;
+        let keys = self.episode_keys(group, Some(after), false, limit).await?;
         let ids = keys.into_iter().map(|(_, u)| u).collect();
         self.read_all(ids, |u| self.read_episode(g, u)).await
     }
