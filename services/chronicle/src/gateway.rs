@@ -22,7 +22,7 @@ pub const MAX_CONTENT_BYTES: usize = 256 * 1024;
 pub const MAX_NAME_CHARS: usize = 512;
 
 /// A submitted episode as JSON (one line of an ingest file, or an HTTP body).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EpisodeInput {
     /// The tenant (an ingest line carries it; HTTP takes it from the path).
@@ -31,14 +31,18 @@ pub struct EpisodeInput {
     /// A human-readable name.
     #[serde(default)]
     pub name: Option<String>,
-    /// The content (`actor: text` for messages).
+    /// The content (`actor: text` for messages); at most 256 KiB.
     #[serde(default)]
+    #[schemars(required)]
     pub content: Option<String>,
-    /// When the original document was created (RFC 3339).
+    /// When the original document was created (RFC 3339); now by default.
+    /// Give it (or `uuid`) to make retries idempotent.
     #[serde(default)]
+    #[schemars(with = "Option<chronicle_model::Timestamp>")]
     pub reference_time: Option<String>,
     /// `message` (default), `text`, `json` or `fact_triple`.
     #[serde(default)]
+    #[schemars(with = "Option<chronicle_model::EpisodeType>")]
     pub source: Option<String>,
     /// Where it came from.
     #[serde(default)]

@@ -14,7 +14,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 /// Counts of what one decision changed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DecisionCounts {
     /// Events in the decision.
     pub events: usize,
@@ -49,7 +49,7 @@ impl DecisionCounts {
 }
 
 /// The life of one command.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum CommandStatus {
     /// Accepted on the log, not decided yet.

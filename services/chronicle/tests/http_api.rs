@@ -168,6 +168,14 @@ async fn every_route_answers_as_documented() {
         let body = op["requestBody"]["content"]["application/json"]["schema"]["$ref"]
             .as_str()
             .and_then(|r| example_body(r.trim_start_matches("#/components/schemas/")));
+        if let Some(b) = &body {
+            let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+            let problems = conforms(&doc, schema, b, "$");
+            assert!(
+                problems.is_empty(),
+                "{method} {template} example: {problems:#?}"
+            );
+        }
         let reply = s
             .send(
                 Method::from_bytes(method.to_uppercase().as_bytes()).expect("method"),

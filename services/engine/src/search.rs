@@ -11,7 +11,19 @@ use thiserror::Error;
 use uuid::Uuid;
 
 /// What a result is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Facts (edges).
@@ -40,7 +52,7 @@ impl Scope {
 }
 
 /// Where candidates come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Channel {
     /// Full-text BM25.
@@ -52,7 +64,7 @@ pub enum Channel {
 }
 
 /// How candidates from several channels are ordered.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RerankerKind {
     /// Reciprocal rank fusion: rank positions only, robust to score scales.
@@ -68,7 +80,7 @@ pub enum RerankerKind {
 }
 
 /// One scope's channels and reranker.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeConfig {
     /// Candidate sources.
@@ -78,7 +90,7 @@ pub struct ScopeConfig {
 }
 
 /// A whole search configuration (graphiti's `SearchConfig`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchConfig {
     /// Facts, if searched.
@@ -316,7 +328,7 @@ pub fn recipe(name: &str) -> Option<SearchConfig> {
 }
 
 /// Comparison operators of date and property filters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum ComparisonOperator {
     /// `=`
     #[serde(rename = "=")]
@@ -362,7 +374,7 @@ impl ComparisonOperator {
 }
 
 /// One date comparison.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DateFilter {
     /// The operand (ignored by `IS NULL` / `IS NOT NULL`).
@@ -373,7 +385,7 @@ pub struct DateFilter {
 }
 
 /// An attribute comparison.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PropertyFilter {
     /// Attribute name.
@@ -389,7 +401,7 @@ pub struct PropertyFilter {
 pub type DateFilterGroups = Vec<Vec<DateFilter>>;
 
 /// What results may contain (graphiti's `SearchFilters`, plus time shorthands).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
     /// Entities must carry one of these labels (facts: one endpoint must).

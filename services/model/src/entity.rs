@@ -9,7 +9,7 @@ use crate::{Attributes, GroupId, Timestamp};
 pub const ENTITY_LABEL: &str = "Entity";
 
 /// An entity (graphiti's `EntityNode`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Entity {
     /// Stable id.
     pub uuid: Uuid,
@@ -22,6 +22,7 @@ pub struct Entity {
     /// Transaction time of the episode that created it.
     pub created_at: Timestamp,
     /// Embedding of the name, for resolution and search.
+    #[schemars(with = "Option<()>", description = "Never returned by the API (null).")]
     pub name_embedding: Option<Vec<f32>>,
     /// A rolling summary of its facts.
     pub summary: String,

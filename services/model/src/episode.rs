@@ -7,7 +7,7 @@ use crate::error::ContentError;
 use crate::{Attributes, GroupId, Timestamp};
 
 /// What kind of data an episode carries; it selects the extraction prompt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EpisodeType {
     /// A chat message, `actor: text`.
@@ -46,7 +46,7 @@ impl EpisodeType {
 }
 
 /// A stored episode (graphiti's `EpisodicNode`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Episode {
     /// Stable id, assigned when the episode is accepted.
     pub uuid: Uuid,
@@ -72,6 +72,7 @@ pub struct Episode {
     /// the episode and carried on the log, so every projection (live,
     /// rebuilt, replayed) indexes the same vector without a model call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub content_embedding: Option<Vec<f32>>,
     /// For a conversation message, the end of the turn before it: a reply
     /// ("Yes, last week!") is found through the question it answers, so
@@ -79,6 +80,7 @@ pub struct Episode {
     /// embedding). Kept with the episode, so every projection indexes the
     /// same text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub preceding_turn: Option<String>,
 }
 

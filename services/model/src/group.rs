@@ -11,7 +11,11 @@ use crate::error::GroupIdError;
 /// It becomes a Kafka key, a ScyllaDB partition key, an index filter term and
 /// a file-safe name, so it is limited to 1..=128 bytes of `[A-Za-z0-9_.-]`,
 /// not starting with '.' or '-' (no `.`, `..` or flag-like ids).
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema)]
+#[schemars(
+    inline,
+    description = "The tenant: 1..=128 characters of A-Z a-z 0-9 _ . - (not starting with . or -)."
+)]
 #[serde(transparent)]
 pub struct GroupId(String);
 

@@ -40,7 +40,7 @@ impl SearchRequest {
 }
 
 /// An episode that asserted a result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Provenance {
     /// Episode id.
     pub uuid: Uuid,
@@ -49,7 +49,7 @@ pub struct Provenance {
 }
 
 /// One result, best first in [`SearchResults`].
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ResultItem {
     /// fact, entity, episode or community.
     pub kind: Scope,
@@ -98,7 +98,7 @@ pub struct ResultItem {
 }
 
 /// A fact as it supports an episode result.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SupportingFact {
     /// Its id.
     pub uuid: Uuid,
@@ -113,7 +113,7 @@ pub struct SupportingFact {
 }
 
 /// One turn of an episode result's context.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Turn {
     /// Episode id.
     pub uuid: Uuid,
@@ -126,14 +126,14 @@ pub struct Turn {
 }
 
 /// Search results.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SearchResults {
     /// Best first.
     pub results: Vec<ResultItem>,
 }
 
 /// What episodes produced; see [`Query::produced_by`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct EpisodeProducts {
     /// The episodes found in the group's graph, of those asked for.
     pub episodes: Vec<Uuid>,
@@ -144,7 +144,8 @@ pub struct EpisodeProducts {
 }
 
 /// A context block; see [`Query::context`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Context")]
 pub struct MemoryContext {
     /// Ready to paste into a prompt.
     pub context: String,
@@ -155,7 +156,8 @@ pub struct MemoryContext {
 }
 
 /// A community as read back: its members by id and name (no embedding).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Community")]
 pub struct CommunityView {
     /// Its id.
     pub uuid: Uuid,
@@ -170,7 +172,7 @@ pub struct CommunityView {
 }
 
 /// An entity of a community, or an episode of a saga, by id and name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Member {
     /// Its id.
     pub uuid: Uuid,
@@ -179,7 +181,8 @@ pub struct Member {
 }
 
 /// A saga as read back.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Saga")]
 pub struct SagaView {
     /// Its id (derived from the group and the name).
     pub uuid: Uuid,
@@ -196,7 +199,7 @@ pub struct SagaView {
 }
 
 /// One episode of a saga.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SagaEpisode {
     /// Its id.
     pub uuid: Uuid,

@@ -168,10 +168,24 @@ fn check_batch_len(list: &str, n: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-#[derive(Deserialize)]
+/// A batch of episodes, accepted whole or not at all.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EpisodeBatch {
+pub struct EpisodeBatch {
+    /// The episodes, in order.
+    #[schemars(length(min = 1, max = MAX_BATCH))]
     episodes: Vec<EpisodeInput>,
+}
+
+/// What `POST /episodes` accepts: one episode or a batch. Only its schema
+/// is used: [`episodes`] decodes the body itself, to name the bad field.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum EpisodeSubmission {
+    /// One episode.
+    One(Box<EpisodeInput>),
+    /// A batch.
+    Batch(EpisodeBatch),
 }
 
 /// Decoded submissions, and whether the body was a batch.
@@ -239,12 +253,15 @@ pub struct TripletInput {
     pub target_labels: Vec<String>,
     /// When the fact became true (RFC 3339); the reference time by default.
     #[serde(default)]
+    #[schemars(with = "Option<Timestamp>")]
     pub valid_at: Option<String>,
     /// When it stopped being true (RFC 3339).
     #[serde(default)]
+    #[schemars(with = "Option<Timestamp>")]
     pub invalid_at: Option<String>,
     /// When the statement was made (RFC 3339); now by default.
     #[serde(default)]
+    #[schemars(with = "Option<Timestamp>")]
     pub reference_time: Option<String>,
     /// Episode name; `source relation target` by default.
     #[serde(default)]
@@ -334,10 +351,24 @@ impl TripletInput {
     }
 }
 
-#[derive(Deserialize)]
+/// A batch of triples, accepted whole or not at all.
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TripletBatch {
+pub struct TripletBatch {
+    /// The triples, in order.
+    #[schemars(length(min = 1, max = MAX_BATCH))]
     triplets: Vec<TripletInput>,
+}
+
+/// What `POST /triplets` accepts: one triple or a batch. Only its schema
+/// is used: [`triplets`] decodes the body itself, to name the bad field.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum TripletSubmission {
+    /// One triple.
+    One(Box<TripletInput>),
+    /// A batch.
+    Batch(TripletBatch),
 }
 
 /// `POST /triplets`: one triple object, or `{"triplets": [...]}`.
@@ -371,13 +402,17 @@ pub fn triplets(group: &GroupId, body: &[u8], now: Timestamp) -> Result<Submissi
 }
 
 /// The body of `POST /search`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "SearchRequest")]
 pub struct SearchBody {
     /// Free text.
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     pub query: String,
-    /// A recipe name (default `MEMORY_HYBRID_SEARCH_RRF`).
+    /// A recipe name (default `MEMORY_HYBRID_SEARCH_RRF`: turns with their
+    /// facts and context); give this or `config`.
     #[serde(default)]
+    #[schemars(extend("enum" = chronicle_engine::search::RECIPES))]
     pub recipe: Option<String>,
     /// An explicit configuration instead of a recipe.
     #[serde(default)]
@@ -387,15 +422,18 @@ pub struct SearchBody {
     pub filters: Option<SearchFilters>,
     /// Valid time: facts true in the world at this instant (RFC 3339).
     #[serde(default)]
+    #[schemars(with = "Option<Timestamp>")]
     pub as_of: Option<String>,
     /// Transaction time: what the system knew at this instant (RFC 3339).
     #[serde(default)]
+    #[schemars(with = "Option<Timestamp>")]
     pub known_at: Option<String>,
     /// Center entity (uuid or name) for BFS and node-distance ranking.
     #[serde(default)]
     pub center: Option<String>,
     /// Results per scope.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT))]
     pub limit: Option<usize>,
     /// Include ended and invalidated facts.
     #[serde(default)]
@@ -482,15 +520,21 @@ fn check_config(c: &SearchConfig) -> Result<(), ApiError> {
 }
 
 /// A context request's body.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ContextBody {
+#[schemars(rename = "ContextRequest")]
+pub struct ContextBody {
+    /// What the agent needs context for; give this or `messages`.
     #[serde(default)]
     query: Option<String>,
+    /// Recent messages; the last ones form the query.
     #[serde(default)]
     messages: Option<Vec<String>>,
+    /// Budget of the block in characters (default 4000).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_CONTEXT_CHARS))]
     max_chars: Option<usize>,
+    /// Valid time of the facts shown (default now).
     #[serde(default)]
     as_of: Option<Timestamp>,
 }

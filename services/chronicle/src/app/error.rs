@@ -24,9 +24,13 @@ pub struct ApiError {
 }
 
 /// The JSON body of an error.
-#[derive(Serialize)]
-struct ErrorBody<'a> {
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody<'a> {
+    /// What is wrong and what to do.
     error: &'a str,
+    /// The field to fix: a JSON path (`episodes[2].content`), a query
+    /// parameter or a path segment.
     field: Option<&'a str>,
 }
 

@@ -8,10 +8,10 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chronicle_model::{Command, LogPosition};
-use serde_json::json;
+use chronicle_model::Command;
 use uuid::Uuid;
 
+use super::bodies::{Accepted, CommunityList};
 use super::{AppState, Scoped};
 use crate::app::error::ApiError;
 use crate::app::{self, decode};
@@ -28,12 +28,7 @@ async fn accept(state: &AppState, command: Command) -> Result<Response, ApiError
     let r = receipts
         .first()
         .ok_or_else(|| ApiError::broken("appending the command", "no receipt"))?;
-    let position = LogPosition {
-        partition: r.partition,
-        offset: r.offset,
-    };
-    let body = json!({ "uuid": r.uuid, "status": "pending", "position": position });
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    Ok((StatusCode::ACCEPTED, Json(Accepted::from(r))).into_response())
 }
 
 /// `POST /v1/groups/{group_id}/communities/build`: appends a
@@ -65,7 +60,7 @@ pub async fn list_communities(
         .communities(&group)
         .await
         .map_err(|e| ApiError::internal("listing communities", &e))?;
-    Ok(Json(json!({ "communities": communities })).into_response())
+    Ok(Json(CommunityList { communities }).into_response())
 }
 
 /// `GET /v1/groups/{group_id}/sagas/{name}`.

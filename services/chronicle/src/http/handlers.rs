@@ -13,19 +13,19 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chronicle_engine::search::SearchError;
 use chronicle_metrics::METRICS;
-use chronicle_model::{Command, Entity, GroupId, LogPosition};
+use chronicle_model::{Command, Entity, GroupId};
 use serde::Serialize;
-use serde_json::json;
-use uuid::Uuid;
 
+use super::bodies::{
+    Acceptance, Accepted, AcceptedBatch, EpisodeList, EpisodeStatusBody, FactList, Health,
+    Retraction, Timeline,
+};
 use super::{AppState, Scoped};
 use crate::app::decode::{self, EntityRef, Submissions};
 use crate::app::error::ApiError;
 use crate::app::{self, find_entity};
-use crate::gateway::Receipt;
 use crate::node::Node;
-use crate::status::CommandStatus;
-use chronicle_query::{Query, QueryError, ResultItem};
+use chronicle_query::{Query, QueryError};
 
 /// A JSON request body, read under the configured size limit (413 naming
 /// `body`) and deadline (408); a non-empty body must say it is JSON (415),
@@ -71,27 +71,6 @@ fn is_json(content_type: &str) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
 }
 
-/// Where an accepted command sits, as the API reports it.
-#[derive(Serialize)]
-struct Accepted {
-    uuid: Uuid,
-    status: &'static str,
-    position: LogPosition,
-}
-
-impl From<&Receipt> for Accepted {
-    fn from(r: &Receipt) -> Self {
-        Accepted {
-            uuid: r.uuid,
-            status: "pending",
-            position: LogPosition {
-                partition: r.partition,
-                offset: r.offset,
-            },
-        }
-    }
-}
-
 async fn submit(state: &AppState, s: Submissions) -> Result<Response, ApiError> {
     let commands: Vec<Command> = s.episodes.into_iter().map(Command::AddEpisode).collect();
     let receipts = state
@@ -100,13 +79,14 @@ async fn submit(state: &AppState, s: Submissions) -> Result<Response, ApiError> 
         .await
         .map_err(|e| ApiError::unavailable("the episodes log", e.as_ref()))?;
     let body = if s.batch {
-        json!({ "episodes": receipts.iter().map(Accepted::from).collect::<Vec<_>>() })
+        Acceptance::Batch(AcceptedBatch {
+            episodes: receipts.iter().map(Accepted::from).collect(),
+        })
     } else {
         let first = receipts
             .first()
             .ok_or_else(|| ApiError::broken("appending the episode", "no receipt"))?;
-        serde_json::to_value(Accepted::from(first))
-            .map_err(|e| ApiError::internal("encoding the receipt", &e))?
+        Acceptance::One(Accepted::from(first))
     };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
@@ -133,14 +113,6 @@ pub async fn post_triplets(
     decode::no_params(raw.as_deref())?;
     let s = decode::triplets(&group, &body, chronicle_query::now())?;
     submit(&state, s).await
-}
-
-#[derive(Serialize)]
-struct EpisodeStatusBody {
-    uuid: Uuid,
-    group_id: GroupId,
-    #[serde(flatten)]
-    status: CommandStatus,
 }
 
 /// `GET /v1/groups/{group_id}/episodes/{uuid}`.
@@ -179,7 +151,7 @@ pub async fn list_episodes(
         .recent_episodes(&group, q.before, q.last_n)
         .await
         .map_err(|e| ApiError::internal("listing episodes", &e))?;
-    Ok(Json(json!({ "episodes": episodes })).into_response())
+    Ok(Json(EpisodeList { episodes }).into_response())
 }
 
 /// `DELETE /v1/groups/{group_id}/episodes/{uuid}`: appends a retraction.
@@ -192,9 +164,10 @@ pub async fn delete_episode(
     decode::no_params(raw.as_deref())?;
     let episode_uuid = decode::path_uuid("uuid", &uuid)?;
     let receipt = &app::retract(&state.node, &state.gateway, &group, episode_uuid).await?;
-    let mut body = serde_json::to_value(Accepted::from(receipt))
-        .map_err(|e| ApiError::internal("encoding the receipt", &e))?;
-    body["episode_uuid"] = json!(episode_uuid);
+    let body = Retraction {
+        accepted: Accepted::from(receipt),
+        episode_uuid,
+    };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
@@ -272,12 +245,6 @@ pub async fn get_entity(
     Ok(Json(public(e)).into_response())
 }
 
-#[derive(Serialize)]
-struct Timeline {
-    entity: Entity,
-    facts: Vec<ResultItem>,
-}
-
 /// `GET /v1/groups/{group_id}/entities/{uuid}/timeline`: every fact about
 /// the entity over time, history included.
 pub async fn timeline(
@@ -303,12 +270,6 @@ pub async fn timeline(
     .into_response())
 }
 
-#[derive(Serialize)]
-struct Facts {
-    facts: Vec<ResultItem>,
-    truncated: bool,
-}
-
 /// `GET /v1/groups/{group_id}/facts?as_of=&known_at=&entity=&…`.
 pub async fn facts(
     State(state): State<AppState>,
@@ -329,16 +290,16 @@ pub async fn facts(
         .facts_limited(&group, entity, &q.filters, q.limit)
         .await
         .map_err(|e| ApiError::from_query(e, "entity"))?;
-    Ok(Json(Facts { facts, truncated }).into_response())
+    Ok(Json(FactList { facts, truncated }).into_response())
 }
 
 /// `GET /healthz`: the process is up.
 pub async fn healthz() -> Response {
-    Json(json!({ "status": "ok" })).into_response()
+    Json(Health { status: "ok" }).into_response()
 }
 
 /// What `/readyz` found.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Readiness {
     /// Whether every check passed.
     pub ready: bool,

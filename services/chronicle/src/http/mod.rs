@@ -18,6 +18,7 @@
 //!   and route template (never the raw path, which holds group ids) and
 //!   status.
 
+pub mod bodies;
 pub mod graph;
 pub mod handlers;
 pub mod listen;
@@ -47,7 +48,7 @@ use chronicle_model::GroupId;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use self::openapi::Op;
+use self::openapi::{Op, SchemaFn, schema};
 use crate::app::auth::{Access, Auth, Denied};
 use crate::app::decode;
 use crate::app::error::{self, ApiError};
@@ -193,9 +194,9 @@ where
 const fn op(
     id: &'static str,
     summary: &'static str,
-    body: Option<&'static str>,
+    body: Option<SchemaFn>,
     ok: u16,
-    ok_schema: Option<&'static str>,
+    ok_schema: Option<SchemaFn>,
 ) -> Op {
     Op {
         id,
@@ -227,9 +228,9 @@ pub fn routes() -> Vec<Route> {
                 ..op(
                     "postEpisodes",
                     "Submit episodes",
-                    Some("EpisodeSubmission"),
+                    Some(schema::<decode::EpisodeSubmission>()),
                     202,
-                    Some("Acceptance"),
+                    Some(schema::<bodies::Acceptance>()),
                 )
             },
             handlers::post_episodes,
@@ -245,7 +246,7 @@ pub fn routes() -> Vec<Route> {
                     "List projected episodes, newest first",
                     None,
                     200,
-                    Some("EpisodeList"),
+                    Some(schema::<bodies::EpisodeList>()),
                 )
             },
             handlers::list_episodes,
@@ -262,7 +263,7 @@ pub fn routes() -> Vec<Route> {
                     "Status of a submitted episode or command",
                     None,
                     200,
-                    Some("EpisodeStatus"),
+                    Some(schema::<bodies::EpisodeStatusBody>()),
                 )
             },
             handlers::get_episode,
@@ -280,7 +281,7 @@ pub fn routes() -> Vec<Route> {
                     "Retract an episode",
                     None,
                     202,
-                    Some("Retraction"),
+                    Some(schema::<bodies::Retraction>()),
                 )
             },
             handlers::delete_episode,
@@ -292,9 +293,9 @@ pub fn routes() -> Vec<Route> {
             op(
                 "search",
                 "Hybrid search over facts, entities, episodes and communities",
-                Some("SearchRequest"),
+                Some(schema::<decode::SearchBody>()),
                 200,
-                Some("SearchResults"),
+                Some(schema::<chronicle_query::SearchResults>()),
             ),
             handlers::search,
         ),
@@ -306,9 +307,9 @@ pub fn routes() -> Vec<Route> {
                 "getContext",
                 "A ready-to-paste memory block: facts with validity windows and the turns \
                     that support them, within a character budget",
-                Some("ContextRequest"),
+                Some(schema::<decode::ContextBody>()),
                 200,
-                Some("Context"),
+                Some(schema::<chronicle_query::MemoryContext>()),
             ),
             handlers::context,
         ),
@@ -316,7 +317,13 @@ pub fn routes() -> Vec<Route> {
             Get,
             "/v1/groups/{group_id}/entities/{uuid}",
             Some(Read),
-            op("getEntity", "One entity", None, 200, Some("Entity")),
+            op(
+                "getEntity",
+                "One entity",
+                None,
+                200,
+                Some(schema::<chronicle_model::Entity>()),
+            ),
             handlers::get_entity,
         ),
         route(
@@ -328,7 +335,7 @@ pub fn routes() -> Vec<Route> {
                 "Every fact about an entity over time, history included",
                 None,
                 200,
-                Some("Timeline"),
+                Some(schema::<bodies::Timeline>()),
             ),
             handlers::timeline,
         ),
@@ -343,7 +350,7 @@ pub fn routes() -> Vec<Route> {
                     "Facts, ordered by valid time, filtered by time and entity",
                     None,
                     200,
-                    Some("FactList"),
+                    Some(schema::<bodies::FactList>()),
                 )
             },
             handlers::facts,
@@ -358,9 +365,9 @@ pub fn routes() -> Vec<Route> {
                 ..op(
                     "postTriplets",
                     "Submit fact triples",
-                    Some("TripletSubmission"),
+                    Some(schema::<decode::TripletSubmission>()),
                     202,
-                    Some("Acceptance"),
+                    Some(schema::<bodies::Acceptance>()),
                 )
             },
             handlers::post_triplets,
@@ -378,7 +385,7 @@ pub fn routes() -> Vec<Route> {
                     "What an episode produced",
                     None,
                     200,
-                    Some("EpisodeProducts"),
+                    Some(schema::<chronicle_query::EpisodeProducts>()),
                 )
             },
             graph::episode_graph,
@@ -397,7 +404,7 @@ pub fn routes() -> Vec<Route> {
                     "Rebuild the group's communities",
                     None,
                     202,
-                    Some("Accepted"),
+                    Some(schema::<bodies::Accepted>()),
                 )
             },
             graph::build_communities,
@@ -411,7 +418,7 @@ pub fn routes() -> Vec<Route> {
                 "The group's communities, largest first",
                 None,
                 200,
-                Some("CommunityList"),
+                Some(schema::<bodies::CommunityList>()),
             ),
             graph::list_communities,
         ),
@@ -424,7 +431,7 @@ pub fn routes() -> Vec<Route> {
                 "A saga: its summary, watermark and episodes",
                 None,
                 200,
-                Some("Saga"),
+                Some(schema::<chronicle_query::SagaView>()),
             ),
             graph::get_saga,
         ),
@@ -442,7 +449,7 @@ pub fn routes() -> Vec<Route> {
                     "Summarize a saga's new episodes",
                     None,
                     202,
-                    Some("Accepted"),
+                    Some(schema::<bodies::Accepted>()),
                 )
             },
             graph::summarize_saga,
@@ -451,7 +458,13 @@ pub fn routes() -> Vec<Route> {
             Get,
             "/healthz",
             None,
-            op("healthz", "The process is up", None, 200, Some("Health")),
+            op(
+                "healthz",
+                "The process is up",
+                None,
+                200,
+                Some(schema::<bodies::Health>()),
+            ),
             handlers::healthz,
         ),
         route(
@@ -461,7 +474,13 @@ pub fn routes() -> Vec<Route> {
             Op {
                 description: "Ready when the log and the store answer, the processor has \
                     recovered and the projector is within --ready-max-lag records of the log end.",
-                ..op("readyz", "Ready to serve", None, 200, Some("Readiness"))
+                ..op(
+                    "readyz",
+                    "Ready to serve",
+                    None,
+                    200,
+                    Some(schema::<handlers::Readiness>()),
+                )
             },
             handlers::readyz,
         ),
@@ -476,7 +495,13 @@ pub fn routes() -> Vec<Route> {
             Get,
             "/openapi.json",
             None,
-            op("openapi", "This document", None, 200, Some("OpenApi")),
+            op(
+                "openapi",
+                "This document",
+                None,
+                200,
+                Some(schema::<serde_json::Map<String, serde_json::Value>>()),
+            ),
             handlers::openapi,
         ),
     ]

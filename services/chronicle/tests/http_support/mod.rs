@@ -143,23 +143,33 @@ impl TestServer {
 }
 
 /// Checks a JSON value against a schema of the OpenAPI document: types,
-/// required properties, no undocumented properties, recursively through
-/// `$ref`, arrays and `oneOf`. Returns what does not match.
+/// `const` and `enum`, required properties, no undocumented properties,
+/// recursively through `$ref`, arrays, `oneOf`/`anyOf` (a variant's
+/// properties add to its parent's: that is how a flattened enum reads).
+/// Returns what does not match.
 pub fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Vec<String> {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
         let name = r.trim_start_matches("#/components/schemas/");
         return conforms(doc, &doc["components"]["schemas"][name], value, at);
     }
-    if let Some(options) = schema.get("oneOf").and_then(Value::as_array) {
+    let options = ["oneOf", "anyOf"]
+        .iter()
+        .find_map(|k| schema.get(*k).and_then(Value::as_array));
+    if let Some(options) = options {
         let fits: Vec<Vec<String>> = options
             .iter()
-            .map(|o| conforms(doc, o, value, at))
+            .map(|o| conforms(doc, &with_variant(doc, schema, o), value, at))
             .collect();
         return if fits.iter().any(Vec::is_empty) {
             Vec::new()
         } else {
-            vec![format!("{at}: fits no oneOf option: {fits:?}")]
+            vec![format!("{at}: fits no variant: {fits:?}")]
         };
+    }
+    if let Some(c) = schema.get("const")
+        && c != value
+    {
+        return vec![format!("{at}: {value}, documented the constant {c}")];
     }
     let mut problems = Vec::new();
     if let Some(t) = schema.get("type") {
@@ -216,4 +226,38 @@ pub fn conforms(doc: &Value, schema: &Value, value: &Value, at: &str) -> Vec<Str
         }
     }
     problems
+}
+
+/// A parent schema with one of its variants merged in (and its variant
+/// list dropped): properties and required lists united.
+fn with_variant(doc: &Value, parent: &Value, variant: &Value) -> Value {
+    let variant = match variant.get("$ref").and_then(Value::as_str) {
+        Some(r) => &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")],
+        None => variant,
+    };
+    let mut merged = parent.clone();
+    let Some(m) = merged.as_object_mut() else {
+        return variant.clone();
+    };
+    m.remove("oneOf");
+    m.remove("anyOf");
+    for (k, v) in variant.as_object().into_iter().flatten() {
+        match (k.as_str(), m.get_mut(k)) {
+            ("properties", Some(Value::Object(p))) => {
+                p.extend(
+                    v.as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(a, b)| (a.clone(), b.clone())),
+                );
+            }
+            ("required", Some(Value::Array(r))) => {
+                r.extend(v.as_array().into_iter().flatten().cloned());
+            }
+            _ => {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    merged
 }
