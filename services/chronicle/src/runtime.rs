@@ -2,6 +2,7 @@
 //! them to catch up with the log, and the signal that ends a process.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +21,19 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     processor: Option<JoinHandle<anyhow::Result<()>>>,
     projector: Option<JoinHandle<anyhow::Result<ProjectorReport>>>,
+}
+
+/// A role (or the face serving it) stopped before it was asked to.
+#[derive(Debug)]
+pub struct RoleStopped;
+
+impl RoleStopped {
+    /// The outcome of a face whose roles stopped on their own: the error
+    /// a role ended with, or else one naming `server`.
+    pub fn outcome(stopped: anyhow::Result<()>, server: &str) -> anyhow::Result<()> {
+        stopped?;
+        anyhow::bail!("a role stopped unexpectedly; the {server} shut down")
+    }
 }
 
 /// The projection of a node's own store and indices.
@@ -158,6 +172,29 @@ impl Running {
     pub fn stopped(&self) -> bool {
         self.processor.as_ref().is_none_or(|h| h.is_finished())
             || self.projector.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    /// Waits for `until` (a signal, a closed session: a clean end) while
+    /// watching the roles and `other_stopped` (say, the HTTP listener);
+    /// `Err(RoleStopped)` when something stopped on its own first. Shared by
+    /// every long-running face (HTTP, MCP over stdio).
+    pub async fn supervise<F: Future>(
+        &self,
+        until: F,
+        other_stopped: impl Fn() -> bool,
+    ) -> Result<F::Output, RoleStopped> {
+        tokio::pin!(until);
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                out = &mut until => return Ok(out),
+                _ = tick.tick() => {
+                    if self.stopped() || other_stopped() {
+                        return Err(RoleStopped);
+                    }
+                }
+            }
+        }
     }
 
     /// Fails if a role stopped on its own (an error or a panic).

@@ -56,7 +56,7 @@ use crate::config::Settings;
 use crate::gateway::Gateway;
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
-use crate::runtime::{self, Running};
+use crate::runtime::{self, RoleStopped, Running};
 
 /// Default request body limit (`--max-body-bytes`).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -772,24 +772,15 @@ impl Server {
     /// Serves until `signal` resolves or a role stops on its own (then
     /// fails with its error), and shuts down.
     pub async fn run_until(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
-        tokio::pin!(signal);
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
-        let role_failed = loop {
-            tokio::select! {
-                _ = &mut signal => break false,
-                _ = tick.tick() => {
-                    if self.running.stopped() || self.http.is_finished() {
-                        break true;
-                    }
-                }
-            }
-        };
+        let ended = self
+            .running
+            .supervise(signal, || self.http.is_finished())
+            .await;
         let result = self.stop().await;
-        if role_failed {
-            result?;
-            anyhow::bail!("a role stopped unexpectedly; the server shut down");
+        match ended {
+            Ok(()) => result,
+            Err(_) => RoleStopped::outcome(result, "server"),
         }
-        result
     }
 
     /// Stops accepting requests, lets requests in flight finish, then stops

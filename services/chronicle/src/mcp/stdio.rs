@@ -11,7 +11,6 @@
 //! unrestricted, and the command says so on stderr.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -22,7 +21,7 @@ use crate::app::auth::{Auth, GroupPattern};
 use crate::config::Settings;
 use crate::node::Node;
 use crate::processor::ProcessorOptions;
-use crate::runtime;
+use crate::runtime::{self, RoleStopped};
 
 /// The caller `--auth` and the token make.
 pub fn caller(auth: Option<&Path>, token: Option<&str>) -> anyhow::Result<Caller> {
@@ -88,33 +87,21 @@ pub async fn serve(
     };
     tracing::info!(data = %node.settings.data.display(), "serving MCP on stdio");
     let cancel = service.cancellation_token();
-    let mut session = tokio::spawn(service.waiting());
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let role_failed = loop {
+    let session = async {
         tokio::select! {
-            ended = &mut session => {
-                let reason = ended
-                    .context("the MCP session task failed")?
-                    .context("the MCP session failed")?;
+            ended = service.waiting() => {
+                let reason = ended.context("the MCP session failed")?;
                 tracing::info!(?reason, "the MCP client closed the session");
-                break false;
+                anyhow::Ok(())
             }
-            _ = shutdown.wait_for(|stop| *stop) => {
-                cancel.cancel();
-                break false;
-            }
-            _ = tick.tick() => {
-                if running.stopped() {
-                    cancel.cancel();
-                    break true;
-                }
-            }
+            _ = shutdown.wait_for(|stop| *stop) => Ok(()),
         }
     };
+    let ended = running.supervise(session, || false).await;
+    cancel.cancel();
     let stopped = running.stop().await;
-    if role_failed {
-        stopped?;
-        anyhow::bail!("a role stopped unexpectedly; the MCP server shut down");
+    match ended {
+        Ok(session) => session.and(stopped),
+        Err(_) => RoleStopped::outcome(stopped, "MCP server"),
     }
-    stopped
 }
