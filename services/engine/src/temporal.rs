@@ -232,11 +232,19 @@ pub struct Period {
     pub start: Timestamp,
     /// First instant after.
     pub end: Timestamp,
+    /// A month named without its year ("camping in June"): that month of
+    /// any year. Which June the asker means is not in the words, and the
+    /// most recent one before now may be long after the conversation; the
+    /// text channels choose among the Junes.
+    pub every_year: bool,
 }
 
 impl Period {
     /// Whether `t` falls inside.
     pub fn contains(&self, t: Timestamp) -> bool {
+        if self.every_year {
+            return t.to_datetime().month() == self.start.to_datetime().month();
+        }
         self.start <= t && t < self.end
     }
 }
@@ -258,6 +266,7 @@ pub fn period_in(text: &str, reference: Timestamp) -> Option<Period> {
         Some(Period {
             start: at(start)?,
             end: at(end?)?,
+            every_year: false,
         })
     };
     let day_span = |d: NaiveDate| span(d, d.checked_add_days(Days::new(1)));
@@ -293,7 +302,29 @@ pub fn period_in(text: &str, reference: Timestamp) -> Option<Period> {
             ["this", "month", ..] => month_span(today.year(), today.month()),
             ["last", "week", ..] => span(today.checked_sub_days(Days::new(7))?, Some(today)),
             ["yesterday", ..] => day_span(today.checked_sub_days(Days::new(1))?),
-            ["in" | "during" | "since", m, ..] if month(m).is_some() && m.len() >= 3 => {
+            // "in May" alone; "in May 2023" and "in May 5, 2023" are the
+            // month or the day the next word starts.
+            ["in" | "during", m, rest @ ..]
+                if month(m).is_some()
+                    && m.len() >= 3
+                    && !rest
+                        .first()
+                        .is_some_and(|x| year(x).is_some() || day(x).is_some()) =>
+            {
+                let start = parse_date(m, today)?;
+                let month = month_span(start.year(), start.month())?;
+                Some(Period {
+                    every_year: true,
+                    ..month
+                })
+            }
+            ["since", m, rest @ ..]
+                if month(m).is_some()
+                    && m.len() >= 3
+                    && !rest
+                        .first()
+                        .is_some_and(|x| year(x).is_some() || day(x).is_some()) =>
+            {
                 let start = parse_date(m, today)?;
                 month_span(start.year(), start.month())
             }
@@ -370,6 +401,30 @@ mod tests {
             p("When did Melanie go camping in June?"),
             span("2023-06-01T00:00:00Z", "2023-07-01T00:00:00Z")
         );
+        // A month without its year is that month of any year; with its
+        // year, or after "since", it is one month.
+        let june = period_in("When did Melanie go camping in June?", r).expect("a period");
+        assert!(june.every_year);
+        for inside in [
+            "2019-06-30T23:00:00Z",
+            "2023-06-01T00:00:00Z",
+            "2026-06-15T00:00:00Z",
+        ] {
+            assert!(june.contains(ts(inside)), "{inside}");
+        }
+        for outside in ["2023-05-31T23:59:59Z", "2023-07-01T00:00:00Z"] {
+            assert!(!june.contains(ts(outside)), "{outside}");
+        }
+        assert!(!period_in("in July 2023", r).expect("a period").every_year);
+        assert_eq!(
+            p("What did they paint in July 2021?"),
+            span("2021-07-01T00:00:00Z", "2021-08-01T00:00:00Z")
+        );
+        assert_eq!(
+            p("Where was she in May 5, 2022?"),
+            span("2022-05-05T00:00:00Z", "2022-05-06T00:00:00Z")
+        );
+        assert!(!period_in("since June", r).expect("a period").every_year);
         assert_eq!(
             p("what happened last year"),
             span("2023-01-01T00:00:00Z", "2024-01-01T00:00:00Z")

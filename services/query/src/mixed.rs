@@ -1,7 +1,8 @@
 //! The memory list (the default recipe): turns ranked by their own
-//! channels, by the votes of the facts extracted from them and, when the
-//! query names a period, by being inside it; each turn one result, with
-//! its facts and neighbouring turns attached.
+//! channels, by the votes of the facts extracted from them, when the query
+//! names a period by being inside it, and when it asks "when" by naming a
+//! time; each turn one result, with its facts and neighbouring turns
+//! attached.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,16 +101,31 @@ impl Query<'_> {
 
         // Candidates load once: for the time channel and for the results.
         let mut episodes: BTreeMap<Uuid, Option<Episode>> = BTreeMap::new();
-        if let Some(period) = temporal::period_in(text, self.now) {
-            let candidates: Vec<Uuid> = fused.iter().take(fetch).map(|(u, _)| *u).collect();
+        // A named period, and a "when" question: channels over the
+        // candidates' times and words.
+        let period = temporal::period_in(text, self.now);
+        let asks_when = search::asks_when(text);
+        if period.is_some() || asks_when {
+            let head = &fused[..fused.len().min(fetch)];
+            let candidates: Vec<Uuid> = head.iter().map(|(u, _)| *u).collect();
             episodes.extend(
                 self.load_episodes(group, &candidates, &request.filters)
                     .await?,
             );
-            let timed = search::in_period(&fused[..fused.len().min(fetch)], &period, |u| {
-                episodes.get(u).and_then(|e| e.as_ref()).map(|e| e.valid_at)
+            let loaded = |u: &Uuid| episodes.get(u).and_then(|e| e.as_ref());
+            let timed = period
+                .map(|period| search::in_period(head, &period, |u| loaded(u).map(|e| e.valid_at)));
+            let says_when = asks_when.then(|| {
+                search::says_when(head, |u| {
+                    loaded(u).map(|e| (e.content.as_str(), e.valid_at))
+                })
             });
-            weighted.push((timed.as_slice(), search::PERIOD_WEIGHT));
+            if let Some(timed) = &timed {
+                weighted.push((timed.as_slice(), search::PERIOD_WEIGHT));
+            }
+            if let Some(says_when) = &says_when {
+                weighted.push((says_when.as_slice(), search::SAYS_WHEN_WEIGHT));
+            }
             fused = search::weighted_rrf(&weighted, search::MIXED_RRF_K);
         }
 

@@ -293,6 +293,56 @@ async fn a_named_period_lifts_the_turns_inside_it() {
 }
 
 #[tokio::test]
+async fn a_month_without_its_year_lifts_that_month_of_any_year() {
+    let a = group("tenant-a");
+    let mut items = session(
+        &a,
+        1,
+        &["Alice: I went hiking today."],
+        "2023-05-10T09:00:00Z",
+    );
+    items.extend(session(
+        &a,
+        2,
+        &["Alice: I went hiking again today."],
+        "2023-08-10T09:00:00Z",
+    ));
+    let f = project(items).await;
+    // Asked years later: the most recent May (2026) holds nothing.
+    let q = Query::at(&f.sources, at("2026-12-01T00:00:00Z"));
+    for (query, expected) in [("hiking in May", 1u128), ("hiking in August", 2u128)] {
+        let results = q.search(&a, &memory(query, 2)).await.unwrap().results;
+        assert_eq!(results[0].uuid, Uuid::from_u128(expected), "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_when_question_lifts_the_turn_that_says_when() {
+    let a = group("tenant-a");
+    let mut items = session(
+        &a,
+        1,
+        &["Alice: Hiking, hiking, I could talk about hiking all day."],
+        "2023-05-10T09:00:00Z",
+    );
+    items.extend(session(
+        &a,
+        2,
+        &["Alice: We went hiking yesterday."],
+        "2023-06-10T09:00:00Z",
+    ));
+    let f = project(items).await;
+    let q = Query::at(&f.sources, at("2024-01-01T00:00:00Z"));
+    let first = |query: &'static str| {
+        let q = &q;
+        let a = &a;
+        async move { q.search(a, &memory(query, 2)).await.unwrap().results[0].uuid }
+    };
+    assert_eq!(first("what about hiking").await, Uuid::from_u128(1));
+    assert_eq!(first("when did Alice go hiking").await, Uuid::from_u128(2));
+}
+
+#[tokio::test]
 async fn the_context_block_keeps_its_budget_and_lists_each_fact_once() {
     let f = project(alice_story()).await;
     let g = group("tenant-a");
