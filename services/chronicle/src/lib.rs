@@ -14,5 +14,6 @@ pub mod processor;
 pub mod projector;
 pub mod runtime;
 pub mod scylla;
+pub mod served;
 pub mod status;
 pub mod style;

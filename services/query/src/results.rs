@@ -1,9 +1,10 @@
 //! What a query returns: requests and results as callers see them (no
-//! embeddings), serialized the same way by HTTP, MCP and the CLI.
+//! embeddings), serialized the same way by HTTP, MCP and the CLI (and read
+//! back by a CLI asking a running server).
 
 use chronicle_engine::search::{self, Scope, SearchConfig, SearchError, SearchFilters};
 use chronicle_model::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::QueryError;
@@ -40,7 +41,7 @@ impl SearchRequest {
 }
 
 /// An episode that asserted a result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Provenance {
     /// Episode id.
     pub uuid: Uuid,
@@ -49,7 +50,7 @@ pub struct Provenance {
 }
 
 /// One result, best first in [`SearchResults`].
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct ResultItem {
     /// fact, entity, episode or community.
     pub kind: Scope,
@@ -75,7 +76,7 @@ pub struct ResultItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// Labels (entities).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
     /// Valid-time start (facts; episodes: reference time).
     pub valid_at: Option<Timestamp>,
@@ -89,16 +90,16 @@ pub struct ResultItem {
     pub episodes: Vec<Provenance>,
     /// Mixed search: the matching facts extracted from this episode, best
     /// first (they travel with their turn and cost no result of their own).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub facts: Vec<SupportingFact>,
     /// Mixed search: the neighbouring turns around this episode, in order,
     /// this one included; names say which turns the result spans.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub context: Vec<Turn>,
 }
 
 /// A fact as it supports an episode result.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct SupportingFact {
     /// Its id.
     pub uuid: Uuid,
@@ -113,7 +114,7 @@ pub struct SupportingFact {
 }
 
 /// One turn of an episode result's context.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Turn {
     /// Episode id.
     pub uuid: Uuid,
@@ -126,7 +127,7 @@ pub struct Turn {
 }
 
 /// Search results.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct SearchResults {
     /// Best first.
     pub results: Vec<ResultItem>,

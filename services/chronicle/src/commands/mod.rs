@@ -5,6 +5,7 @@ mod demo;
 mod graph;
 mod ingest;
 mod read;
+mod remote;
 mod roles;
 
 use std::process::ExitCode;
@@ -13,6 +14,8 @@ use anyhow::Context;
 
 use crate::cli::{Cli, Command, CommunitiesCommand, SagaCommand};
 use crate::node::{Node, Role};
+use crate::served;
+use remote::Remote;
 
 pub use graph::submit_and_wait;
 pub use ingest::{IngestOutcome, parse_jsonl};
@@ -148,6 +151,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             time,
             json,
         } => {
+            if let Some(url) = served::running(&settings.data).await {
+                read::group(&group)?;
+                let page = Remote::new(url)
+                    .facts(&group, entity.as_deref(), &time)
+                    .await?;
+                read::print_facts(&page.facts, json)?;
+                if page.truncated && !json {
+                    eprintln!(
+                        "(the first {} facts; narrow with --entity)",
+                        page.facts.len()
+                    );
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             read::facts(
                 &*Node::open(settings).await?,
                 &group,
@@ -173,7 +190,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             time,
             json,
         } => {
-            let node = Node::open(settings).await?;
             let args = read::SearchArgs {
                 group: &group,
                 query: &query,
@@ -184,7 +200,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 labels,
                 time: &time,
             };
-            read::search(&node, args, json).await?;
+            if let Some(url) = served::running(&settings.data).await {
+                read::group(&group)?;
+                read::print_results(&Remote::new(url).search(&args).await?, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            read::search(&*Node::open(settings).await?, args, json).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Context {

@@ -12,9 +12,10 @@ use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
 use crate::style::{bold, cyan, dim, green, yellow};
-use chronicle_query::{Query, QueryError, ResultItem, SearchRequest};
+use chronicle_query::{Query, QueryError, ResultItem, SearchRequest, SearchResults};
 
-fn group(id: &str) -> anyhow::Result<GroupId> {
+/// The `--group` argument, checked like every group id.
+pub fn group(id: &str) -> anyhow::Result<GroupId> {
     parse_group("--group", id).map_err(|e| anyhow::anyhow!("--group: {}", e.message))
 }
 
@@ -111,12 +112,17 @@ pub async fn facts(
     if facts.is_empty() {
         hint_if_empty(node).await;
     }
+    print_facts(&facts, json)
+}
+
+/// Prints facts as `chronicle facts` does (JSON or lines).
+pub fn print_facts(facts: &[ResultItem], json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(&FactsJson { facts: &facts })?);
+        println!("{}", serde_json::to_string(&FactsJson { facts })?);
     } else if facts.is_empty() {
         println!("{}", dim("no facts match"));
     } else {
-        for f in &facts {
+        for f in facts {
             println!("{}", fact_line(f));
         }
     }
@@ -167,8 +173,13 @@ pub async fn search(node: &Node, a: SearchArgs<'_>, json: bool) -> anyhow::Resul
     if results.results.is_empty() {
         hint_if_empty(node).await;
     }
+    print_results(&results, json)
+}
+
+/// Prints results as `chronicle search` does (JSON or lines).
+pub fn print_results(results: &SearchResults, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(&results)?);
+        println!("{}", serde_json::to_string(results)?);
         return Ok(());
     }
     if results.results.is_empty() {

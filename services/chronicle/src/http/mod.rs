@@ -729,6 +729,14 @@ impl Server {
         let http = tokio::spawn(listen::serve(listener, app, limits, async move {
             let _ = stop.wait_for(|v| *v).await;
         }));
+        let mut reachable = addr;
+        if addr.ip().is_unspecified() {
+            reachable.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        if let Err(e) = crate::served::announce(&node.settings.data, &format!("http://{reachable}"))
+        {
+            tracing::warn!(error = %e, "cannot announce the server in its data directory; CLI reads will not find it");
+        }
         let probe = node.clone();
         let mut stop = rx;
         tokio::spawn(async move {
@@ -786,6 +794,7 @@ impl Server {
     /// Stops accepting requests, lets requests in flight finish, then stops
     /// the processor and projector.
     pub async fn stop(self) -> anyhow::Result<()> {
+        crate::served::withdraw(&self.node.settings.data);
         let _ = self.shutdown.send(true);
         let served = tokio::time::timeout(Duration::from_secs(10), self.http).await;
         let roles = self.running.stop().await;

@@ -1,0 +1,114 @@
+//! CLI reads through a running server (see [`crate::served`]): the same
+//! questions as the local reads, asked over its HTTP API, with the token in
+//! `CHRONICLE_TOKEN` when the server checks tokens.
+
+use anyhow::Context;
+use chronicle_query::{ResultItem, SearchResults};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::read::SearchArgs;
+use crate::app::decode::MAX_LIST;
+use crate::cli::TimeArgs;
+
+/// The environment variable holding the bearer token for a server with `--auth`.
+pub const TOKEN_VAR: &str = "CHRONICLE_TOKEN";
+
+/// A running server's API.
+pub struct Remote {
+    url: String,
+    client: reqwest::Client,
+    token: Option<String>,
+}
+
+/// The facts of one listing; `truncated` when more matched than it holds.
+#[derive(Deserialize)]
+pub struct FactPage {
+    /// The facts.
+    pub facts: Vec<ResultItem>,
+    /// Whether more matched.
+    pub truncated: bool,
+}
+
+impl Remote {
+    /// The server at `url`.
+    pub fn new(url: String) -> Self {
+        Remote {
+            url,
+            client: reqwest::Client::new(),
+            token: std::env::var(TOKEN_VAR).ok().filter(|t| !t.is_empty()),
+        }
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> anyhow::Result<T> {
+        let request = match &self.token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        };
+        let reply = request
+            .send()
+            .await
+            .with_context(|| format!("asking the server at {}", self.url))?;
+        let status = reply.status();
+        let body = reply.bytes().await.context("reading the server's answer")?;
+        if status.is_success() {
+            return serde_json::from_slice(&body).context("decoding the server's answer");
+        }
+        let error: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let message = error["error"].as_str().unwrap_or("no message");
+        let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
+            format!(" (the server checks tokens: set {TOKEN_VAR})")
+        } else {
+            String::new()
+        };
+        anyhow::bail!(
+            "the server at {} answered {status}: {message}{hint}",
+            self.url
+        )
+    }
+
+    /// `GET /facts` with the CLI's filters (at most [`MAX_LIST`] facts).
+    pub async fn facts(
+        &self,
+        group: &str,
+        entity: Option<&str>,
+        t: &TimeArgs,
+    ) -> anyhow::Result<FactPage> {
+        let mut query: Vec<(&str, String)> = vec![("limit", MAX_LIST.to_string())];
+        query.extend(entity.map(|e| ("entity", e.to_owned())));
+        query.extend(t.as_of.clone().map(|v| ("as_of", v)));
+        query.extend(t.known_at.clone().map(|v| ("known_at", v)));
+        if t.include_history {
+            query.push(("include_history", "true".into()));
+        }
+        let url = format!("{}/v1/groups/{group}/facts", self.url);
+        self.call(self.client.get(url).query(&query)).await
+    }
+
+    /// `POST /search` with the CLI's arguments.
+    pub async fn search(&self, a: &SearchArgs<'_>) -> anyhow::Result<SearchResults> {
+        let mut filters = serde_json::Map::new();
+        if !a.edge_types.is_empty() {
+            filters.insert("edge_types".into(), json!(a.edge_types));
+        }
+        if !a.labels.is_empty() {
+            filters.insert("node_labels".into(), json!(a.labels));
+        }
+        let body = json!({
+            "query": a.query,
+            "recipe": a.recipe,
+            "center": a.center,
+            "limit": a.limit,
+            "filters": filters,
+            "as_of": a.time.as_of,
+            "known_at": a.time.known_at,
+            "include_history": a.time.include_history,
+        });
+        let url = format!("{}/v1/groups/{}/search", self.url, a.group);
+        self.call(self.client.post(url).json(&body)).await
+    }
+}

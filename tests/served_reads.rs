@@ -1,0 +1,115 @@
+//! CLI reads while `chronicle serve` holds the data directory: they find
+//! the running server through its announcement and ask it, and read the
+//! directory themselves again once it stops.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chronicle_e2e::chronicle_binary;
+
+fn chronicle(data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(chronicle_binary());
+    c.arg("--data")
+        .arg(data)
+        .args(["--embedder", "hash"])
+        .args(args);
+    c
+}
+
+fn json_of(c: &mut Command) -> serde_json::Value {
+    let out = c.output().expect("run chronicle");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    let input = scratch.path().join("episodes.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"group_id": "acme", "name": "one", "content": "Ada: I moved to Oslo.", "reference_time": "2025-01-01T00:00:00Z"}"#,
+            "\n",
+            r#"{"group_id": "acme", "name": "two", "content": "Ada: I work at Globex.", "reference_time": "2025-02-01T00:00:00Z"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let ingest = chronicle(&data, &["ingest"]).arg(&input).output().unwrap();
+    assert!(
+        ingest.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ingest.stderr)
+    );
+    let at_rest = json_of(&mut chronicle(
+        &data,
+        &["facts", "--group", "acme", "--json"],
+    ));
+
+    let mut server = chronicle(&data, &["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let announced = data.join("server.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !announced.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the server never announced itself"
+        );
+        assert!(server.try_wait().unwrap().is_none(), "serve exited");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // While it runs, the directory is the server's: reads go through it
+    // and answer the same.
+    let served = json_of(&mut chronicle(
+        &data,
+        &["facts", "--group", "acme", "--json"],
+    ));
+    assert_eq!(served, at_rest);
+    assert!(
+        served["facts"].as_array().is_some_and(|f| !f.is_empty()),
+        "{served}"
+    );
+    let found = json_of(&mut chronicle(
+        &data,
+        &["search", "--group", "acme", "--json", "where does Ada live"],
+    ));
+    let results = found["results"].as_array().expect("results");
+    assert!(
+        results.iter().any(|r| r.to_string().contains("Oslo")),
+        "{found}"
+    );
+    // A bad group id is refused by the CLI, naming the flag.
+    let bad = chronicle(&data, &["facts", "--group", "../x"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--group"));
+
+    // A clean stop withdraws the announcement; reads open the data again.
+    let pid = server.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(server.wait().unwrap().success());
+    assert!(!announced.exists());
+    let after = json_of(&mut chronicle(
+        &data,
+        &["facts", "--group", "acme", "--json"],
+    ));
+    assert_eq!(after, at_rest);
+}
