@@ -89,6 +89,22 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         results.iter().any(|r| r.to_string().contains("Oslo")),
         "{found}"
     );
+    let block = json_of(&mut chronicle(
+        &data,
+        &[
+            "context",
+            "--group",
+            "acme",
+            "--json",
+            "where does Ada live",
+        ],
+    ));
+    assert!(
+        block["context"]
+            .as_str()
+            .is_some_and(|c| c.contains("Oslo")),
+        "{block}"
+    );
     // A bad group id is refused by the CLI, naming the flag.
     let bad = chronicle(&data, &["facts", "--group", "../x"])
         .output()

@@ -145,7 +145,7 @@ pub struct EpisodeProducts {
 }
 
 /// A context block; see [`Query::context`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 #[schemars(rename = "Context")]
 pub struct MemoryContext {
     /// Ready to paste into a prompt.

@@ -215,6 +215,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             time,
             json,
         } => {
+            if let Some(url) = served::running(&settings.data).await {
+                read::group(&group)?;
+                let block = Remote::new(url)
+                    .context(&group, &query, max_chars, &time)
+                    .await?;
+                read::print_context(&block, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let node = Node::open(settings).await?;
             read::context(&node, &group, &query, max_chars, &time, json).await?;
             Ok(ExitCode::SUCCESS)

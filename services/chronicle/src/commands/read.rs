@@ -12,7 +12,7 @@ use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
 use crate::style::{bold, cyan, dim, green, yellow};
-use chronicle_query::{Query, QueryError, ResultItem, SearchRequest, SearchResults};
+use chronicle_query::{MemoryContext, Query, QueryError, ResultItem, SearchRequest, SearchResults};
 
 /// The `--group` argument, checked like every group id.
 pub fn group(id: &str) -> anyhow::Result<GroupId> {
@@ -242,8 +242,13 @@ pub async fn context(
     let block = Query::new(node.sources()?)
         .context(&g, &spec.query, spec.max_chars, spec.as_of)
         .await?;
+    print_context(&block, json)
+}
+
+/// Prints a context block as `chronicle context` does.
+pub fn print_context(block: &MemoryContext, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string(&block)?);
+        println!("{}", serde_json::to_string(block)?);
     } else {
         print!("{}", block.context);
     }

@@ -3,7 +3,7 @@
 //! `CHRONICLE_TOKEN` when the server checks tokens.
 
 use anyhow::Context;
-use chronicle_query::{ResultItem, SearchResults};
+use chronicle_query::{MemoryContext, ResultItem, SearchResults};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -109,6 +109,19 @@ impl Remote {
             "include_history": a.time.include_history,
         });
         let url = format!("{}/v1/groups/{}/search", self.url, a.group);
+        self.call(self.client.post(url).json(&body)).await
+    }
+
+    /// `POST /context` with the CLI's arguments.
+    pub async fn context(
+        &self,
+        group: &str,
+        query: &str,
+        max_chars: usize,
+        t: &TimeArgs,
+    ) -> anyhow::Result<MemoryContext> {
+        let body = json!({ "query": query, "max_chars": max_chars, "as_of": t.as_of });
+        let url = format!("{}/v1/groups/{group}/context", self.url);
         self.call(self.client.post(url).json(&body)).await
     }
 }
