@@ -302,9 +302,10 @@ pub fn period_in(text: &str, reference: Timestamp) -> Option<Period> {
             ["this", "month", ..] => month_span(today.year(), today.month()),
             ["last", "week", ..] => span(today.checked_sub_days(Days::new(7))?, Some(today)),
             ["yesterday", ..] => day_span(today.checked_sub_days(Days::new(1))?),
-            // "in May" alone; "in May 2023" and "in May 5, 2023" are the
-            // month or the day the next word starts.
-            ["in" | "during", m, rest @ ..]
+            // "in May" alone is May of any year, "since May" the most recent
+            // May; "in May 2023" and "in May 5, 2023" are the month or the
+            // day the next word starts.
+            [lead @ ("in" | "during" | "since"), m, rest @ ..]
                 if month(m).is_some()
                     && m.len() >= 3
                     && !rest
@@ -314,19 +315,9 @@ pub fn period_in(text: &str, reference: Timestamp) -> Option<Period> {
                 let start = parse_date(m, today)?;
                 let month = month_span(start.year(), start.month())?;
                 Some(Period {
-                    every_year: true,
+                    every_year: *lead != "since",
                     ..month
                 })
-            }
-            ["since", m, rest @ ..]
-                if month(m).is_some()
-                    && m.len() >= 3
-                    && !rest
-                        .first()
-                        .is_some_and(|x| year(x).is_some() || day(x).is_some()) =>
-            {
-                let start = parse_date(m, today)?;
-                month_span(start.year(), start.month())
             }
             [y, ..] if plausible_year(y).is_some() => year_span(year(y)?),
             _ => None,
