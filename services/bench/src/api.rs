@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use chronicle::app::auth::Auth;
 use chronicle::config::{EmbedderKind, ExtractorKind, Settings};
 use chronicle::http::{HttpOptions, Server};
-use chronicle::node::{Node, Ports};
+use chronicle::node::Node;
 
 const TOKEN: &str = "bench-token-0123456789";
 const PEOPLE: [&str; 8] = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana"];
@@ -120,12 +120,7 @@ pub async fn run(
     let dir = tempfile::tempdir()?;
     let mut s = Settings::embedded(dir.path(), ExtractorKind::Offline, EmbedderKind::Hash);
     s.partitions = settings.partitions;
-    let ports = Ports {
-        extractor: Arc::new(chronicle_engine::OfflineExtractor),
-        embedder: Arc::new(chronicle_llm::HashEmbedder::new(384)),
-        reranker: None,
-    };
-    let node = Node::open_with(s, ports).await?;
+    let node = Node::open_with(s, super::offline_ports()).await?;
     let auth = Auth::parse(&format!(
         "[[tokens]]\nsecret = \"{TOKEN}\"\ngroups = [\"bench-*\"]\naccess = \"write\"\n"
     ))?;

@@ -189,17 +189,7 @@ async fn counting_llm() -> anyhow::Result<FakeOpenAi> {
     let ontology = Ontology::default();
     let fake = FakeOpenAi::start().await?;
     fake.set_responder(Arc::new(move |req| match req.kind() {
-        Some(PromptKind::Extract) => {
-            let content = req.current_episode().unwrap_or_default();
-            let x = OfflineExtractor.extract_content(content, EpisodeType::Message, &ontology);
-            FakeReply::Json(json!({
-                "entities": x.entities.iter().map(|e| json!({"name": e.name, "type_id": e.entity_type_id})).collect::<Vec<_>>(),
-                "facts": x.facts.iter().map(|f| json!({
-                    "source": f.source, "target": f.target, "relation": f.relation, "fact": f.fact,
-                    "valid_at": f.valid_at, "invalid_at": f.invalid_at,
-                })).collect::<Vec<_>>(),
-            }))
-        }
+        Some(PromptKind::Extract) => crate::ingest::offline_extraction(req, &ontology),
         Some(
             PromptKind::SummarizeCommunities
             | PromptKind::SummarizeEntities

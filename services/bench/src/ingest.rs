@@ -20,30 +20,40 @@ use chronicle::node::Node;
 use chronicle::processor::ProcessorOptions;
 use chronicle::runtime;
 
+/// What a model would answer to an extraction request if it read like the
+/// offline extractor: the fake endpoints' reply to `Extract` prompts.
+#[cfg(feature = "bench-fakes")]
+pub(crate) fn offline_extraction(
+    req: &chronicle_llm::fake::ChatRequestSeen,
+    ontology: &chronicle_engine::ontology::Ontology,
+) -> chronicle_llm::fake::FakeReply {
+    let content = req.current_episode().unwrap_or_default();
+    let x = chronicle_engine::OfflineExtractor.extract_content(
+        content,
+        chronicle_model::EpisodeType::Message,
+        ontology,
+    );
+    chronicle_llm::fake::FakeReply::Json(json!({
+        "entities": x.entities.iter().map(|e| json!({"name": e.name, "type_id": e.entity_type_id})).collect::<Vec<_>>(),
+        "facts": x.facts.iter().map(|f| json!({
+            "source": f.source, "target": f.target, "relation": f.relation, "fact": f.fact,
+            "valid_at": f.valid_at, "invalid_at": f.invalid_at,
+        })).collect::<Vec<_>>(),
+    }))
+}
+
 /// Starts a fake endpoint whose extraction answers are the offline extractor's.
 #[cfg(feature = "bench-fakes")]
 async fn instant_llm() -> anyhow::Result<chronicle_llm::fake::FakeOpenAi> {
     use std::sync::Arc;
 
-    use chronicle_engine::OfflineExtractor;
     use chronicle_engine::ontology::Ontology;
     use chronicle_engine::ports::PromptKind;
-    use chronicle_llm::fake::{FakeOpenAi, FakeReply, minimal_reply};
-    use chronicle_model::EpisodeType;
+    use chronicle_llm::fake::{FakeOpenAi, minimal_reply};
     let ontology = Ontology::default();
     let fake = FakeOpenAi::start().await?;
     fake.set_responder(Arc::new(move |req| match req.kind() {
-        Some(PromptKind::Extract) => {
-            let content = req.current_episode().unwrap_or_default();
-            let x = OfflineExtractor.extract_content(content, EpisodeType::Message, &ontology);
-            FakeReply::Json(json!({
-                "entities": x.entities.iter().map(|e| json!({"name": e.name, "type_id": e.entity_type_id})).collect::<Vec<_>>(),
-                "facts": x.facts.iter().map(|f| json!({
-                    "source": f.source, "target": f.target, "relation": f.relation, "fact": f.fact,
-                    "valid_at": f.valid_at, "invalid_at": f.invalid_at,
-                })).collect::<Vec<_>>(),
-            }))
-        }
+        Some(PromptKind::Extract) => offline_extraction(req, &ontology),
         _ => minimal_reply(req),
     }));
     Ok(fake)

@@ -7,7 +7,6 @@
 //! `bench-broker` feature) an in-process tansu broker on loopback.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chronicle_log::{EventLog, KafkaConfig, KafkaLog, NewRecord};
@@ -15,7 +14,7 @@ use serde_json::json;
 
 use chronicle::config::{EmbedderKind, ExtractorKind, LogUri, Settings};
 use chronicle::gateway::Gateway;
-use chronicle::node::{Node, Ports};
+use chronicle::node::Node;
 use chronicle::processor::ProcessorOptions;
 use chronicle::runtime;
 
@@ -81,12 +80,7 @@ pub async fn run(settings: &Settings, episodes: usize, groups: usize) -> anyhow:
     s.log = LogUri::Kafka(brokers.clone());
     s.topic_prefix = format!("bench{}", std::process::id());
     s.partitions = settings.partitions;
-    let ports = Ports {
-        extractor: Arc::new(chronicle_engine::OfflineExtractor),
-        embedder: Arc::new(chronicle_llm::HashEmbedder::new(384)),
-        reranker: None,
-    };
-    let node = Node::open_with(s, ports).await?;
+    let node = Node::open_with(s, super::offline_ports()).await?;
     let commands = super::synthetic_commands(episodes, groups, 7);
     let mut running = runtime::start(&node, ProcessorOptions::default());
     let started = Instant::now();

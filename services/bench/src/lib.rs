@@ -26,6 +26,16 @@ use chronicle_llm::HashEmbedder;
 use chronicle_model::{Command, EpisodeType, EventBatch, GroupId, NewEpisode, Timestamp};
 use uuid::Uuid;
 
+/// The models of a benchmark node that needs no model files: the offline
+/// extractor and the hash embedder.
+pub(crate) fn offline_ports() -> chronicle::node::Ports {
+    chronicle::node::Ports {
+        extractor: Arc::new(OfflineExtractor),
+        embedder: Arc::new(HashEmbedder::new(384)),
+        reranker: None,
+    }
+}
+
 const FIRST: [&str; 16] = [
     "Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jade", "Kofi", "Lena",
     "Milo", "Nora", "Omar", "Pia",

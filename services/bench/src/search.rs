@@ -20,7 +20,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use chronicle::config::{EmbedderKind, ExtractorKind, Settings, StoreUri};
-use chronicle::node::{Node, Ports};
+use chronicle::node::Node;
 use chronicle_query::{Query, SearchRequest};
 
 const RELATIONS: [(&str, &str); 6] = [
@@ -254,12 +254,7 @@ pub async fn run(
         s.partitions = settings.partitions;
         // --store scylla://... benchmarks that store; the log and indices stay local.
         s.store = settings.store.clone();
-        let ports = Ports {
-            extractor: Arc::new(chronicle_engine::OfflineExtractor),
-            embedder: Arc::new(embedder),
-            reranker: None,
-        };
-        let node = Node::open_with(s, ports).await?;
+        let node = Node::open_with(s, super::offline_ports()).await?;
         // A ScyllaDB keyspace may hold an earlier run's projection and positions.
         node.store()?.clear().await?;
         let started = Instant::now();

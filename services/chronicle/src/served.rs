@@ -3,15 +3,11 @@
 //! ask the server instead of failing on the lock or reading a stale copy.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 /// The announcement's file, in the data directory.
 const FILE: &str = "server.json";
-
-/// How long a CLI read waits for the announced server's health check.
-const PROBE: Duration = Duration::from_secs(1);
 
 /// What a running server writes.
 #[derive(Debug, Serialize, Deserialize)]
@@ -43,18 +39,12 @@ pub fn withdraw(data: &Path) {
     let _ = std::fs::remove_file(path(data));
 }
 
-/// The URL of the server running on `data`, if one announced itself and
-/// answers its health check; a stale file (a killed server) is ignored.
-pub async fn running(data: &Path) -> Option<String> {
+/// The URL announced in `data`, if any (the server may have died since:
+/// ask its health check before trusting it).
+pub fn announced(data: &Path) -> Option<String> {
     let text = std::fs::read(path(data)).ok()?;
     let a: Announcement = serde_json::from_slice(&text).ok()?;
-    let client = reqwest::Client::builder().timeout(PROBE).build().ok()?;
-    let healthy = client
-        .get(format!("{}/healthz", a.url))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success());
-    healthy.then_some(a.url)
+    Some(a.url)
 }
 
 #[cfg(test)]
@@ -63,11 +53,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_stale_or_missing_announcement_names_no_server() {
+        use crate::commands::Remote;
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(running(dir.path()).await, None);
+        assert!(Remote::find(dir.path()).await.is_none());
         // Nothing listens on port 9 of loopback (discard), or it refuses.
         announce(dir.path(), "http://127.0.0.1:9").unwrap();
-        assert_eq!(running(dir.path()).await, None);
+        assert_eq!(announced(dir.path()).as_deref(), Some("http://127.0.0.1:9"));
+        assert!(Remote::find(dir.path()).await.is_none());
         withdraw(dir.path());
         assert!(!path(dir.path()).exists());
     }

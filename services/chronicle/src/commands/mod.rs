@@ -14,8 +14,7 @@ use anyhow::Context;
 
 use crate::cli::{Cli, Command, CommunitiesCommand, SagaCommand};
 use crate::node::{Node, Role};
-use crate::served;
-use remote::Remote;
+pub use remote::Remote;
 
 pub use graph::submit_and_wait;
 pub use ingest::{IngestOutcome, parse_jsonl};
@@ -151,11 +150,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             time,
             json,
         } => {
-            if let Some(url) = served::running(&settings.data).await {
+            if let Some(remote) = Remote::find(&settings.data).await {
                 read::group(&group)?;
-                let page = Remote::new(url)
-                    .facts(&group, entity.as_deref(), &time)
-                    .await?;
+                let page = remote.facts(&group, entity.as_deref(), &time).await?;
                 read::print_facts(&page.facts, json)?;
                 if page.truncated && !json {
                     eprintln!(
@@ -200,9 +197,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 labels,
                 time: &time,
             };
-            if let Some(url) = served::running(&settings.data).await {
+            if let Some(remote) = Remote::find(&settings.data).await {
                 read::group(&group)?;
-                read::print_results(&Remote::new(url).search(&args).await?, json)?;
+                read::print_results(&remote.search(&args).await?, json)?;
                 return Ok(ExitCode::SUCCESS);
             }
             read::search(&*Node::open(settings).await?, args, json).await?;
@@ -215,11 +212,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             time,
             json,
         } => {
-            if let Some(url) = served::running(&settings.data).await {
+            if let Some(remote) = Remote::find(&settings.data).await {
                 read::group(&group)?;
-                let block = Remote::new(url)
-                    .context(&group, &query, max_chars, &time)
-                    .await?;
+                let block = remote.context(&group, &query, max_chars, &time).await?;
                 read::print_context(&block, json)?;
                 return Ok(ExitCode::SUCCESS);
             }

@@ -2,6 +2,9 @@
 //! questions as the local reads, asked over its HTTP API, with the token in
 //! `CHRONICLE_TOKEN` when the server checks tokens.
 
+use std::path::Path;
+use std::time::Duration;
+
 use anyhow::Context;
 use chronicle_query::{MemoryContext, ResultItem, SearchResults};
 use serde::Deserialize;
@@ -11,6 +14,7 @@ use serde_json::json;
 use super::read::SearchArgs;
 use crate::app::decode::MAX_LIST;
 use crate::cli::TimeArgs;
+use crate::served;
 
 /// The environment variable holding the bearer token for a server with `--auth`.
 pub const TOKEN_VAR: &str = "CHRONICLE_TOKEN";
@@ -31,14 +35,25 @@ pub struct FactPage {
     pub truncated: bool,
 }
 
+/// How long a CLI read waits for the announced server's health check.
+const PROBE: Duration = Duration::from_secs(1);
+
 impl Remote {
-    /// The server at `url`.
-    pub fn new(url: String) -> Self {
-        Remote {
+    /// The server running on `data`: the one it announces (see
+    /// [`crate::served`]), if it answers its health check; a stale
+    /// announcement (a killed server) is ignored.
+    pub async fn find(data: &Path) -> Option<Remote> {
+        let url = served::announced(data)?;
+        let client = reqwest::Client::new();
+        let healthy = (client.get(format!("{url}/healthz")).timeout(PROBE))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        healthy.then(|| Remote {
             url,
-            client: reqwest::Client::new(),
+            client,
             token: std::env::var(TOKEN_VAR).ok().filter(|t| !t.is_empty()),
-        }
+        })
     }
 
     async fn call<T: DeserializeOwned>(

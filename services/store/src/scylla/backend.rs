@@ -55,22 +55,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
         kind: &str,
         bucket: i32,
     ) -> Result<Vec<(Uuid, Option<bool>)>, StoreError>;
-    /// `episodes_by_time` rows of a month with `valid_at <= before`, newest
-    /// first, at most `limit`: `(valid_at, uuid)`.
-    async fn episodes_before(
+    /// `episodes_by_time` rows of a month from `from` on, at most `limit`:
+    /// `(valid_at, uuid)`. Newest first: `valid_at <= from`, descending;
+    /// else `valid_at >= from`, ascending.
+    async fn episodes_from(
         &self,
         group: &str,
         bucket: i32,
-        before: i64,
-        limit: i32,
-    ) -> Result<Vec<(i64, Uuid)>, StoreError>;
-    /// `episodes_by_time` rows of a month with `valid_at >= after`, oldest
-    /// first, at most `limit`: `(valid_at, uuid)`.
-    async fn episodes_after(
-        &self,
-        group: &str,
-        bucket: i32,
-        after: i64,
+        from: i64,
+        newest_first: bool,
         limit: i32,
     ) -> Result<Vec<(i64, Uuid)>, StoreError>;
     /// `episodes_by_time` rows of a month with `valid_at = at`.

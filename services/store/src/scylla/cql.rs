@@ -258,32 +258,23 @@ impl Backend for CqlBackend {
         .await
     }
 
-    async fn episodes_before(
+    async fn episodes_from(
         &self,
         group: &str,
         bucket: i32,
-        before: i64,
+        from: i64,
+        newest_first: bool,
         limit: i32,
     ) -> Result<Vec<(i64, Uuid)>, StoreError> {
+        let stmt = if newest_first {
+            Stmt::SelectEpisodesBefore
+        } else {
+            Stmt::SelectEpisodesAfter
+        };
         self.all(
             "reading episodes by time",
-            Stmt::SelectEpisodesBefore,
-            (group, bucket, before, limit),
-        )
-        .await
-    }
-
-    async fn episodes_after(
-        &self,
-        group: &str,
-        bucket: i32,
-        after: i64,
-        limit: i32,
-    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
-        self.all(
-            "reading episodes by time",
-            Stmt::SelectEpisodesAfter,
-            (group, bucket, after, limit),
+            stmt,
+            (group, bucket, from, limit),
         )
         .await
     }

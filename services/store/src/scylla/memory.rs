@@ -214,38 +214,29 @@ impl Backend for MemoryBackend {
             |k, v| (k.3, *v),
         ))
     }
-    async fn episodes_before(
+    async fn episodes_from(
         &self,
         group: &str,
         bucket: i32,
-        before: i64,
+        from: i64,
+        newest_first: bool,
         limit: i32,
     ) -> Result<Vec<(i64, Uuid)>, StoreError> {
         let g = group.to_owned();
+        let (lower, upper) = if newest_first {
+            (i64::MIN, from)
+        } else {
+            (from, i64::MAX)
+        };
         let mut rows = slice(
             &self.tables().episodes_by_time,
-            (g.clone(), bucket, i64::MIN, Uuid::nil()),
-            (g, bucket, before, Uuid::max()),
+            (g.clone(), bucket, lower, Uuid::nil()),
+            (g, bucket, upper, Uuid::max()),
             |k, _| (k.2, k.3),
         );
-        rows.reverse();
-        rows.truncate(usize::try_from(limit).unwrap_or(0));
-        Ok(rows)
-    }
-    async fn episodes_after(
-        &self,
-        group: &str,
-        bucket: i32,
-        after: i64,
-        limit: i32,
-    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
-        let g = group.to_owned();
-        let mut rows = slice(
-            &self.tables().episodes_by_time,
-            (g.clone(), bucket, after, Uuid::nil()),
-            (g, bucket, i64::MAX, Uuid::max()),
-            |k, _| (k.2, k.3),
-        );
+        if newest_first {
+            rows.reverse();
+        }
         rows.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(rows)
     }

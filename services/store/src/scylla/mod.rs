@@ -402,13 +402,10 @@ impl ScyllaStore {
         for bucket in buckets.into_iter().filter(reached) {
             let want = limit - picked.len();
             let n = i32::try_from(want).unwrap_or(i32::MAX);
-            let mut rows = if newest_first {
-                let upper = edge.unwrap_or(i64::MAX);
-                self.backend.episodes_before(g, bucket, upper, n).await?
-            } else {
-                let lower = edge.unwrap_or(i64::MIN);
-                self.backend.episodes_after(g, bucket, lower, n).await?
-            };
+            let from = edge.unwrap_or(if newest_first { i64::MAX } else { i64::MIN });
+            let mut rows = (self.backend)
+                .episodes_from(g, bucket, from, newest_first, n)
+                .await?;
             if rows.len() >= want
                 && let Some(&(boundary, _)) = rows.last()
             {
@@ -492,7 +489,7 @@ impl ScyllaStore {
         for bucket in self.backend.buckets(g.as_str(), KIND_EPISODE).await? {
             c.episodes += self
                 .backend
-                .episodes_before(g.as_str(), bucket, i64::MAX, i32::MAX)
+                .episodes_from(g.as_str(), bucket, i64::MAX, true, i32::MAX)
                 .await?
                 .len() as u64;
         }
