@@ -153,7 +153,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
     let mut running = runtime::start(&node, ProcessorOptions::default());
     let gateway = Gateway::new(node.clone());
     let mut windows = Vec::new();
-    eprintln!("episodes\tep/s\trss_MB");
+    eprintln!("episodes\tep/s\trss_MB\tvectors\tvector_MB");
     let mut at = 0;
     while at < args.episodes {
         let end = (at + window).min(args.episodes);
@@ -169,8 +169,20 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
         running.wait_caught_up(&node, |_, _| {}).await?;
         let rate = (end - at) as f64 / started.elapsed().as_secs_f64();
         let rss = super::memory().1;
-        eprintln!("{end}\t{rate:.0}\t{}", rss >> 20);
-        windows.push(json!({"episodes": end, "episodes_per_s": rate, "rss_bytes": rss}));
+        let index = node.index()?.stats();
+        eprintln!(
+            "{end}\t{rate:.0}\t{}\t{}\t{}",
+            rss >> 20,
+            index.vectors,
+            index.vector_memory_bytes >> 20
+        );
+        windows.push(json!({
+            "episodes": end,
+            "episodes_per_s": rate,
+            "rss_bytes": rss,
+            "vectors": index.vectors,
+            "vector_memory_bytes": index.vector_memory_bytes,
+        }));
         at = end;
     }
     let search = search_p95(&node, args.tenants, 200).await?;
