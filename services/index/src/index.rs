@@ -13,7 +13,7 @@ use tantivy::IndexWriter;
 use uuid::Uuid;
 
 use crate::text::TextIndex;
-use crate::vector::{VectorOp, VectorStore, normalized};
+use crate::vector::{VectorOp, VectorStore, dot, normalized};
 use crate::{Checkpoint, DocKind, Hit, IndexDoc, IndexError, IndexOptions, meta};
 
 /// Where the tantivy files live inside the index directory.
@@ -76,7 +76,8 @@ pub struct IndexStats {
     pub hnsw_sets: u64,
     /// Sub-indices large enough for a graph that is still being built.
     pub hnsw_pending: u64,
-    /// Memory held by vectors (HNSW sub-indices hold a second copy).
+    /// Memory held by the vectors' int8 codes (HNSW sub-indices hold a
+    /// second copy in their graph).
     pub vector_memory_bytes: u64,
     /// Files on disk. Vectors are stored inside the text index, so this
     /// covers both.
@@ -339,10 +340,12 @@ impl SearchIndex {
 
     /// `group`'s documents of `kinds` (every kind when empty) whose vectors
     /// are most similar to `vector`, best first, equal scores by uuid then
-    /// kind; the score is the cosine similarity. Exact (and so the same for
-    /// the same documents) below [`IndexOptions::brute_force_below`] vectors
-    /// per group and kind; approximate above, where the HNSW graph depends
-    /// on insertion history.
+    /// kind; the score is the exact cosine similarity. Candidates come from
+    /// the vectors' int8 codes in memory (a scan below
+    /// [`IndexOptions::brute_force_below`] vectors per group and kind, the
+    /// HNSW graph above, which depends on insertion history) and the best
+    /// of them are rescored with their stored `f32` vectors, so the same
+    /// documents give the same answer.
     pub fn vector_search(
         &self,
         group: &GroupId,
@@ -357,8 +360,27 @@ impl SearchIndex {
             });
         }
         let query = normalized(vector).ok_or(IndexError::InvalidQueryVector)?;
-        self.vectors()?
-            .search(group, kinds_or_all(kinds), &query, limit)
+        let candidates =
+            self.vectors()?
+                .search(group, kinds_or_all(kinds), &query, rescore_pool(limit))?;
+        let documents: Vec<(DocKind, Uuid)> =
+            candidates.iter().map(|hit| (hit.kind, hit.uuid)).collect();
+        let stored = self.text.stored_vectors(group, &documents)?;
+        let mut hits: Vec<Hit> = candidates
+            .into_iter()
+            .zip(stored)
+            .map(|(hit, stored)| Hit {
+                score: stored.map_or(hit.score, |v| dot(&query, &v)),
+                ..hit
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| (a.uuid, a.kind).cmp(&(b.uuid, b.kind)))
+        });
+        hits.truncate(limit);
+        Ok(hits)
     }
 
     /// Deleted documents still held by the searched segments.
@@ -409,6 +431,13 @@ impl SearchIndex {
                 stats.disk_bytes.saturating_sub(vector_bytes),
             ));
     }
+}
+
+/// How many coded candidates are rescored exactly for `limit` results: the
+/// codes' error (under 0.01 in cosine) only reorders near-ties, so a margin
+/// of the same size as the answer (at least 16) catches every true top hit.
+fn rescore_pool(limit: usize) -> usize {
+    limit.saturating_add(limit.max(16))
 }
 
 fn validate(options: &IndexOptions) -> Result<(), IndexError> {

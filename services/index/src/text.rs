@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use chronicle_model::GroupId;
-use tantivy::collector::{Collector, Count, SegmentCollector};
+use tantivy::collector::{Collector, Count, SegmentCollector, TopDocs};
 use tantivy::columnar::Column;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::SegmentId;
@@ -306,18 +306,54 @@ impl TextIndex {
                     .and_then(|v| v.as_str())
                     .and_then(|g| GroupId::new(g).ok())
                     .ok_or(IndexError::Corrupt("document without a valid group"))?;
-                if vector.len() % 4 != 0 {
-                    return Err(IndexError::Corrupt("vector bytes not a multiple of 4"));
-                }
-                let vector = vector
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                f(kind, uuid, group, vector);
+                f(kind, uuid, group, vector_of(vector)?);
             }
         }
         Ok(())
     }
+
+    /// The stored vector of each `(kind, uuid)` of `group`, in order; `None`
+    /// for a document that has none (or is gone since the caller's view).
+    /// Looked up by key term: a few point reads, for rescoring.
+    pub(crate) fn stored_vectors(
+        &self,
+        group: &GroupId,
+        documents: &[(DocKind, Uuid)],
+    ) -> Result<Vec<Option<Vec<f32>>>, IndexError> {
+        let generation = self.generation();
+        let searcher = &generation.searcher;
+        let mut out = Vec::with_capacity(documents.len());
+        for &(kind, uuid) in documents {
+            let query = TermQuery::new(self.key_term(kind, group, uuid), IndexRecordOption::Basic);
+            let Some((_, address)) = searcher
+                .search(&query, &TopDocs::with_limit(1).order_by_score())?
+                .into_iter()
+                .next()
+            else {
+                out.push(None);
+                continue;
+            };
+            let doc: TantivyDocument = searcher.doc(address)?;
+            out.push(
+                doc.get_first(self.fields.vector)
+                    .and_then(|v| v.as_bytes())
+                    .map(vector_of)
+                    .transpose()?,
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// A stored vector: little-endian `f32`s.
+fn vector_of(bytes: &[u8]) -> Result<Vec<f32>, IndexError> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(IndexError::Corrupt("vector bytes not a multiple of 4"));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// A disjunction of term queries (a plain term query for one term).

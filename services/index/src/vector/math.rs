@@ -1,4 +1,12 @@
-//! Dot products on unit vectors: cosine similarity after normalization.
+//! Dot products on unit vectors (cosine similarity after normalization),
+//! and the int8 codes vectors are held as in memory.
+//!
+//! A code is a unit vector scaled so its largest component is ±127, rounded
+//! to `i8`, followed by the scale as four bytes (`f32` little-endian): one
+//! slice carries everything a distance needs, so the same bytes serve the
+//! exact scan and the HNSW graph. 388 bytes for 384 dimensions instead of
+//! 1,536; the ranking error is removed by rescoring the best candidates
+//! with their stored `f32` vectors (`SearchIndex::vector_search`).
 
 use hnsw_rs::prelude::Distance;
 
@@ -33,15 +41,83 @@ pub(crate) fn normalized(v: &[f32]) -> Option<Vec<f32>> {
     Some(v.iter().map(|x| x / norm).collect())
 }
 
-/// `1 - cosine` on unit vectors, clamped at zero: hnsw_rs asserts distances
-/// are non-negative, and rounding can push the dot of a vector with itself a
-/// hair above one (anndists' `DistDot` then panics).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct UnitDot;
+/// Bytes of a code beyond its components: the scale.
+const SCALE_BYTES: usize = 4;
 
-impl Distance<f32> for UnitDot {
-    fn eval(&self, va: &[f32], vb: &[f32]) -> f32 {
-        (1.0 - dot(va, vb)).max(0.0)
+/// Length of the code of a `dimension`-vector.
+pub(crate) fn code_len(dimension: usize) -> usize {
+    dimension + SCALE_BYTES
+}
+
+/// The int8 code of a unit vector (see the module doc).
+pub(crate) fn quantize(unit: &[f32]) -> Vec<i8> {
+    let largest = unit.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if largest > 0.0 { largest / 127.0 } else { 0.0 };
+    let mut code: Vec<i8> = unit
+        .iter()
+        .map(|x| {
+            if scale > 0.0 {
+                (x / scale).round().clamp(-127.0, 127.0) as i8
+            } else {
+                0
+            }
+        })
+        .collect();
+    code.extend(scale.to_le_bytes().map(|b| b as i8));
+    code
+}
+
+fn split_code(code: &[i8]) -> (&[i8], f32) {
+    let (components, scale) = code.split_at(code.len() - SCALE_BYTES);
+    let scale = f32::from_le_bytes([
+        scale[0] as u8,
+        scale[1] as u8,
+        scale[2] as u8,
+        scale[3] as u8,
+    ]);
+    (components, scale)
+}
+
+/// The dot of an `f32` query with a coded vector (the query is not
+/// quantized, so only the stored side carries rounding error).
+pub(crate) fn query_dot(query: &[f32], code: &[i8]) -> f32 {
+    let (components, scale) = split_code(code);
+    debug_assert_eq!(query.len(), components.len());
+    let mut lanes = [0f32; 8];
+    let (cq, cc) = (query.chunks_exact(8), components.chunks_exact(8));
+    let (rq, rc) = (cq.remainder(), cc.remainder());
+    for (x, y) in cq.zip(cc) {
+        for i in 0..8 {
+            lanes[i] += x[i] * f32::from(y[i]);
+        }
+    }
+    let mut sum: f32 = lanes.iter().sum();
+    for (x, y) in rq.iter().zip(rc) {
+        sum += x * f32::from(*y);
+    }
+    sum * scale
+}
+
+/// The dot of two coded vectors, in integers then scaled.
+fn code_dot(a: &[i8], b: &[i8]) -> f32 {
+    let ((ca, sa), (cb, sb)) = (split_code(a), split_code(b));
+    debug_assert_eq!(ca.len(), cb.len());
+    let sum: i32 = ca
+        .iter()
+        .zip(cb)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    sum as f32 * sa * sb
+}
+
+/// `1 - cosine` between two codes, clamped at zero (hnsw_rs asserts
+/// distances are non-negative): the graph's metric.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CodeDot;
+
+impl Distance<i8> for CodeDot {
+    fn eval(&self, va: &[i8], vb: &[i8]) -> f32 {
+        (1.0 - code_dot(va, vb)).max(0.0)
     }
 }
 
@@ -69,9 +145,21 @@ mod tests {
     }
 
     #[test]
-    fn distance_of_a_vector_to_itself_is_never_negative() {
-        let v = normalized(&[0.1, 0.7, 0.3, 0.9, 0.2]).expect("has a direction");
-        assert!(UnitDot.eval(&v, &v) >= 0.0);
-        assert!(UnitDot.eval(&v, &v) < 1e-6);
+    fn codes_keep_the_dot_within_a_hundredth() {
+        let unit_of = |seed: f32| {
+            let v: Vec<f32> = (0..384).map(|i| (i as f32 * seed).sin()).collect();
+            normalized(&v).expect("has a direction")
+        };
+        for (a, b) in [(0.37, 0.11), (0.5, 0.5), (1.3, 0.07)] {
+            let (a, b) = (unit_of(a), unit_of(b));
+            let (ca, cb) = (quantize(&a), quantize(&b));
+            assert_eq!(ca.len(), code_len(384));
+            let exact = dot(&a, &b);
+            assert!((query_dot(&a, &cb) - exact).abs() < 0.01);
+            assert!((code_dot(&ca, &cb) - exact).abs() < 0.01);
+        }
+        assert!(CodeDot.eval(&quantize(&unit_of(0.3)), &quantize(&unit_of(0.3))) < 0.01);
+        let zero = quantize(&[0.0; 4]);
+        assert_eq!(query_dot(&[1.0; 4], &zero), 0.0);
     }
 }
