@@ -5,7 +5,7 @@
 
 use chronicle_engine::GroupState;
 use chronicle_engine::testing::two_tenant_story;
-use chronicle_model::testing::{entity, group};
+use chronicle_model::testing::{entity, episode, group};
 use chronicle_model::{EventBatch, EventKind, Fact, GroupId, LogPosition, Timestamp};
 use uuid::Uuid;
 
@@ -286,6 +286,28 @@ pub async fn lookups_and_ordering(store: &dyn GraphStore) {
     let got = store.entity(&g2, e.uuid).await.unwrap().unwrap();
     assert_eq!(got.summary, "new");
     assert_eq!(got.name_embedding, Some(vec![0.5, 0.25]));
+    // an episode keeps the vector its event carried, read one by one or by
+    // time (the projector indexes it from there)
+    let mut turn = episode(&g2, Uuid::from_u128(78));
+    turn.content_embedding = Some(vec![-1.25, 0.125]);
+    let recorded = EventBatch::new(
+        Uuid::from_u128(502),
+        g2.clone(),
+        before,
+        None,
+        vec![EventKind::EpisodeRecorded {
+            episode: turn.clone(),
+        }],
+    );
+    let at = LogPosition {
+        partition: 9,
+        offset: 2,
+    };
+    store.apply(&[(at, recorded)]).await.unwrap();
+    let got = store.episode(&g2, turn.uuid).await.unwrap();
+    assert_eq!(got.as_ref(), Some(&turn));
+    let by_time = store.episodes_by_time(&g2, None, 10).await.unwrap();
+    assert_eq!(by_time, vec![turn]);
 }
 
 /// Clearing drops records and positions.

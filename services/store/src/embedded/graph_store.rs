@@ -60,7 +60,7 @@ impl GraphStore for EmbeddedStore {
     }
 
     async fn episode(&self, group: &GroupId, uuid: Uuid) -> Result<Option<Episode>, StoreError> {
-        self.read(|r| r.record(EPISODES, group_str(group), uuid, "episode"))
+        self.read(|r| r.episode(group_str(group), uuid))
     }
 
     async fn entity(&self, group: &GroupId, uuid: Uuid) -> Result<Option<Entity>, StoreError> {

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     COMMUNITIES, EMBEDDINGS, ENTITIES, EPISODES, EPISODES_BY_TIME, FACTS, FACTS_BY_ENTITY, GROUPS,
-    KIND_COMMUNITY, KIND_ENTITY, KIND_FACT, Key, err, from_json, vector_of,
+    KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key, err, from_json, vector_of,
 };
 use crate::{Neighbour, StoreError};
 
@@ -80,13 +80,21 @@ impl Reader<'_> {
                 break;
             }
             let (k, _) = row.map_err(|x| self.e(x))?;
-            if let Some(e) =
-                self.record(EPISODES, group, Uuid::from_u128(k.value().2), "episode")?
-            {
+            if let Some(e) = self.episode(group, Uuid::from_u128(k.value().2))? {
                 out.push(e);
             }
         }
         Ok(out)
+    }
+
+    pub(super) fn episode(&self, group: &str, uuid: Uuid) -> Result<Option<Episode>, StoreError> {
+        let Some(mut e): Option<Episode> = self.record(EPISODES, group, uuid, "episode")? else {
+            return Ok(None);
+        };
+        if let Some(v) = self.embedding(group, KIND_EPISODE, uuid)? {
+            e.content_embedding = Some(v);
+        }
+        Ok(Some(e))
     }
 
     pub(super) fn entity(&self, group: &str, uuid: Uuid) -> Result<Option<Entity>, StoreError> {

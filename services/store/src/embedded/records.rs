@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 use super::{
     APPLIED, COMMUNITIES, EMBEDDINGS, ENTITIES, ENTITIES_BY_NAME, EPISODES, EPISODES_BY_TIME,
-    FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY, KIND_FACT, Key, MENTIONED_BY,
-    MENTIONS, POSITIONS, SAGA_OF_EPISODE, SAGAS, err, from_json, to_json, vector_bytes,
+    FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key,
+    MENTIONED_BY, MENTIONS, POSITIONS, SAGA_OF_EPISODE, SAGAS, err, from_json, to_json,
+    vector_bytes,
 };
 use crate::{StoreError, Touched};
 
@@ -267,11 +268,17 @@ impl GraphRecords for TxnRecords<'_, '_> {
             .unwrap_or(false)
     }
 
-    fn put_episode(&mut self, episode: Episode) {
+    fn put_episode(&mut self, mut episode: Episode) {
         let r = (|| {
             self.remove_episode_now(episode.uuid)?;
             let (g, u) = (self.group, episode.uuid.as_u128());
             let path = self.tables.path;
+            self.put_embedding(
+                KIND_EPISODE,
+                episode.uuid,
+                episode.content_embedding.as_ref(),
+            )?;
+            episode.content_embedding = None;
             self.tables
                 .episodes_by_time
                 .insert((g, episode.valid_at.as_micros(), u), ())
@@ -451,6 +458,7 @@ impl TxnRecords<'_, '_> {
                 .episodes
                 .remove((g, u))
                 .map_err(|e| err(path, e))?;
+            self.drop_embedding(KIND_EPISODE, uuid)?;
             self.touched.episodes.insert(uuid);
         }
         Ok(())
