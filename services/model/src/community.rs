@@ -19,6 +19,7 @@ pub struct Community {
     /// Member entities, sorted.
     pub members: Vec<Uuid>,
     /// Embedding of the name, for search.
+    #[serde(default, with = "crate::embedding::optional")]
     pub name_embedding: Option<Vec<f32>>,
     /// Transaction time it was first built.
     pub created_at: Timestamp,

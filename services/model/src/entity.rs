@@ -23,6 +23,7 @@ pub struct Entity {
     pub created_at: Timestamp,
     /// Embedding of the name, for resolution and search.
     #[schemars(with = "Option<()>", description = "Never returned by the API (null).")]
+    #[serde(default, with = "crate::embedding::optional")]
     pub name_embedding: Option<Vec<f32>>,
     /// A rolling summary of its facts.
     pub summary: String,

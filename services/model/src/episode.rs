@@ -71,7 +71,11 @@ pub struct Episode {
     /// Embedding of the content, computed once by the decision that recorded
     /// the episode and carried on the log, so every projection (live,
     /// rebuilt, replayed) indexes the same vector without a model call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::embedding::optional"
+    )]
     #[schemars(skip)]
     pub content_embedding: Option<Vec<f32>>,
     /// For a conversation message, the end of the turn before it: a reply

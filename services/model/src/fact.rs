@@ -25,6 +25,7 @@ pub struct Fact {
     /// The fact as a sentence.
     pub fact: String,
     /// Embedding of the sentence.
+    #[serde(default, with = "crate::embedding::optional")]
     pub fact_embedding: Option<Vec<f32>>,
     /// Provenance: every episode that asserted it, in order.
     pub episodes: Vec<Uuid>,

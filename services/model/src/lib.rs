@@ -7,6 +7,7 @@
 
 mod command;
 mod community;
+mod embedding;
 mod entity;
 mod episode;
 mod error;
