@@ -672,6 +672,52 @@ fn hnsw_recall_at_10_against_brute_force() {
     assert!(r >= 0.95, "recall@10 after reopen {r}");
 }
 
+/// Vectors are held as int8 codes, but the answer is the exact one: the
+/// same documents in the same order with their `f32` cosines, as a scan of
+/// the full vectors gives.
+#[test]
+fn coded_vectors_answer_exactly_after_rescoring() {
+    const DIMENSION: usize = 384;
+    let dir = tempfile::tempdir().unwrap();
+    let g = group("one");
+    let docs: Vec<IndexDoc> = random_unit_vectors(2_000, DIMENSION, 11)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| IndexDoc {
+            kind: DocKind::Fact,
+            uuid: id(i as u128),
+            group_id: g.clone(),
+            text: String::new(),
+            vector: Some(v),
+        })
+        .collect();
+    let index = SearchIndex::open(dir.path(), DIMENSION).unwrap();
+    index.upsert(docs.clone()).unwrap();
+    index.commit(&cp(1)).unwrap();
+    // Queries near a document, where the top neighbours crowd together.
+    for q in random_unit_vectors(30, DIMENSION, 5).iter().zip(&docs) {
+        let query: Vec<f32> =
+            q.0.iter()
+                .zip(q.1.vector.as_ref().unwrap())
+                .map(|(a, b)| 0.3 * a + b)
+                .collect();
+        let got = index
+            .vector_search(&g, &[DocKind::Fact], &query, 10)
+            .unwrap();
+        assert_eq!(
+            ids(&got),
+            exact_top(&docs, &g, &[DocKind::Fact], &query, 10)
+        );
+        let unit = crate::vector::normalized(&query).unwrap();
+        for hit in &got {
+            let v = &docs[hit.uuid.as_u128() as usize].vector.as_ref().unwrap();
+            let exact: f32 = unit.iter().zip(v.iter()).map(|(a, b)| a * b).sum();
+            assert!((hit.score - exact).abs() < 1e-5, "{} vs {exact}", hit.score);
+        }
+    }
+    assert!(index.stats().vector_memory_bytes < 2_000 * (DIMENSION as u64 + 8));
+}
+
 /// Replacing vectors in an HNSW sub-index never returns a stale one, also
 /// across the compaction that tombstones trigger.
 #[test]
