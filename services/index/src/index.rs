@@ -18,6 +18,9 @@ use crate::{Checkpoint, DocKind, Hit, IndexDoc, IndexError, IndexOptions, meta};
 
 /// Where the tantivy files live inside the index directory.
 const TEXT_DIR: &str = "text";
+/// Vectors coded per step while an index loads them (small in tests, so
+/// the reopen tests load in many steps).
+const LOAD_CHUNK: usize = if cfg!(test) { 64 } else { 4_096 };
 
 /// The search indices of every group: BM25 (tantivy) and cosine vectors
 /// (exact or HNSW per group and kind).
@@ -154,26 +157,38 @@ impl SearchIndex {
             return Ok(v);
         }
         let started = Instant::now();
-        let mut ops = Vec::new();
-        let mut wrong_dimension = false;
+        // Applied in chunks as the documents stream by: holding every `f32`
+        // vector before coding them would double the memory of a large
+        // index for the length of the load.
+        let vectors = VectorStore::new(self.dimension, self.options.clone())?;
+        let mut chunk = Vec::with_capacity(LOAD_CHUNK);
+        let mut loaded = 0;
+        let mut failed = None;
         self.text.for_each_vector(|kind, uuid, group, vector| {
-            if vector.len() != self.dimension {
-                wrong_dimension = true;
+            if failed.is_some() {
                 return;
             }
-            ops.push(VectorOp::Put {
+            if vector.len() != self.dimension {
+                failed = Some(IndexError::Corrupt("stored vector of another dimension"));
+                return;
+            }
+            loaded += 1;
+            chunk.push(VectorOp::Put {
                 kind,
                 uuid,
                 group,
                 vector: Some(Arc::from(vector)),
             });
+            if chunk.len() >= LOAD_CHUNK
+                && let Err(e) = vectors.apply(std::mem::take(&mut chunk))
+            {
+                failed = Some(e);
+            }
         })?;
-        if wrong_dimension {
-            return Err(IndexError::Corrupt("stored vector of another dimension"));
+        if let Some(e) = failed {
+            return Err(e);
         }
-        let loaded = ops.len();
-        let vectors = VectorStore::new(self.dimension, self.options.clone())?;
-        vectors.apply(ops)?;
+        vectors.apply(chunk)?;
         tracing::info!(
             dir = %self.dir.display(),
             vectors = loaded,

@@ -211,8 +211,7 @@ impl TextIndex {
         out.add_text(f.group, doc.group_id.as_str());
         out.add_text(f.text, &doc.text);
         if let Some(unit) = unit {
-            let bytes: Vec<u8> = unit.iter().flat_map(|x| x.to_le_bytes()).collect();
-            out.add_bytes(f.vector, &bytes);
+            out.add_bytes(f.vector, &chronicle_model::embedding_to_bytes(unit));
         }
         out
     }
@@ -345,15 +344,10 @@ impl TextIndex {
     }
 }
 
-/// A stored vector: little-endian `f32`s.
+/// A stored vector; any other length than whole `f32`s is corrupt.
 fn vector_of(bytes: &[u8]) -> Result<Vec<f32>, IndexError> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(IndexError::Corrupt("vector bytes not a multiple of 4"));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect())
+    chronicle_model::embedding_from_bytes(bytes)
+        .ok_or(IndexError::Corrupt("vector bytes not a multiple of 4"))
 }
 
 /// A disjunction of term queries (a plain term query for one term).

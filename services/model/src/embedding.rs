@@ -10,6 +10,23 @@ use std::fmt;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::ser::Serializer;
 
+/// An embedding as little-endian `f32` bytes: how every binary store keeps
+/// one (the embedded store, ScyllaDB blobs, the index's documents).
+pub fn embedding_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The embedding held in `bytes`; `None` unless they are a whole number of
+/// `f32`s.
+pub fn embedding_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
+    bytes.len().is_multiple_of(4).then(|| {
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    })
+}
+
 /// `#[serde(with = "crate::embedding::optional")]` for `Option<Vec<f32>>`.
 pub(crate) mod optional {
     use super::*;
@@ -36,8 +53,7 @@ struct AsBytes<'a>(&'a [f32]);
 
 impl serde::Serialize for AsBytes<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let bytes: Vec<u8> = self.0.iter().flat_map(|x| x.to_le_bytes()).collect();
-        serializer.serialize_bytes(&bytes)
+        serializer.serialize_bytes(&embedding_to_bytes(self.0))
     }
 }
 
@@ -73,13 +89,8 @@ impl<'de> Visitor<'de> for Vector {
     }
 
     fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
-        if !bytes.len().is_multiple_of(4) {
-            return Err(E::invalid_length(bytes.len(), &"a multiple of 4 bytes"));
-        }
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+        embedding_from_bytes(bytes)
+            .ok_or_else(|| E::invalid_length(bytes.len(), &"a multiple of 4 bytes"))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {

@@ -33,6 +33,17 @@ pub use error::{BoxError, StoreError};
 pub use scylla::ScyllaStore;
 pub use state::{Decision, LoadedGroup, StateStore};
 
+/// A stored embedding (little-endian `f32` bytes); any other length is a
+/// corrupt record.
+pub(crate) fn embedding_of(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
+    chronicle_model::embedding_from_bytes(bytes).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "an embedding of {} bytes is not a whole number of f32",
+            bytes.len()
+        ))
+    })
+}
+
 /// Next offset to apply, per graph-events partition.
 pub type Positions = BTreeMap<u32, u64>;
 

@@ -115,17 +115,6 @@ fn from_json<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StoreEr
     serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
-fn vector_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn vector_of(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 impl EmbeddedStore {
     /// Opens (or creates) the store at `path` (a file).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {

@@ -9,9 +9,9 @@ use uuid::Uuid;
 
 use super::{
     COMMUNITIES, EMBEDDINGS, ENTITIES, EPISODES, EPISODES_BY_TIME, FACTS, FACTS_BY_ENTITY, GROUPS,
-    KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key, err, from_json, vector_of,
+    KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key, err, from_json,
 };
-use crate::{Neighbour, StoreError};
+use crate::{Neighbour, StoreError, embedding_of};
 
 /// A read transaction with typed lookups.
 pub(super) struct Reader<'p> {
@@ -38,9 +38,10 @@ impl Reader<'_> {
         uuid: Uuid,
     ) -> Result<Option<Vec<f32>>, StoreError> {
         let t = self.table(EMBEDDINGS)?;
-        Ok(t.get((group, kind, uuid.as_u128()))
+        t.get((group, kind, uuid.as_u128()))
             .map_err(|x| self.e(x))?
-            .map(|v| vector_of(v.value())))
+            .map(|v| embedding_of(v.value()))
+            .transpose()
     }
 
     pub(super) fn record<T: DeserializeOwned>(

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use chronicle_engine::GraphRecords;
-use chronicle_model::{Community, Entity, Episode, Fact, Saga, normalize_name};
+use chronicle_model::{Community, Entity, Episode, Fact, Saga, embedding_to_bytes, normalize_name};
 use redb::{ReadableMultimapTable, ReadableTable, Table, WriteTransaction};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
@@ -12,7 +12,6 @@ use super::{
     APPLIED, COMMUNITIES, EMBEDDINGS, ENTITIES, ENTITIES_BY_NAME, EPISODES, EPISODES_BY_TIME,
     FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key,
     MENTIONED_BY, MENTIONS, POSITIONS, SAGA_OF_EPISODE, SAGAS, err, from_json, to_json,
-    vector_bytes,
 };
 use crate::{StoreError, Touched};
 
@@ -108,7 +107,7 @@ impl TxnRecords<'_, '_> {
                 .embeddings
                 .insert(
                     (self.group, kind, uuid.as_u128()),
-                    vector_bytes(v).as_slice(),
+                    embedding_to_bytes(v).as_slice(),
                 )
                 .map_err(|e| err(self.tables.path, e))?;
         }

@@ -7,7 +7,7 @@
 
 use chronicle_model::{
     Attributes, Community, Entity, Episode, EpisodeType, Fact, GroupId, Invalidation, Saga,
-    Timestamp,
+    Timestamp, embedding_to_bytes,
 };
 use scylla::frame::response::result::ColumnType;
 use scylla::serialize::SerializationError;
@@ -16,7 +16,7 @@ use scylla::serialize::writers::{CellWriter, WrittenCellProof};
 use scylla::{DeserializeRow, SerializeRow};
 use uuid::Uuid;
 
-use crate::StoreError;
+use crate::{StoreError, embedding_of};
 
 /// `group_records.kind` / `group_buckets.kind` of each listed record kind.
 pub(crate) const KIND_EPISODE: &str = "episode";
@@ -64,25 +64,6 @@ pub(crate) fn group_shard(group: &str) -> i16 {
         hash = hash.wrapping_mul(0x0100_0193);
     }
     (hash % GROUP_SHARDS as u32) as i16
-}
-
-/// An embedding as a blob: 4 little-endian bytes per dimension.
-pub(crate) fn embedding_to_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// The embedding in a blob; a length that is not a multiple of 4 is corrupt.
-pub(crate) fn blob_to_embedding(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
-    if !bytes.len().is_multiple_of(4) {
-        return Err(StoreError::Corrupt(format!(
-            "an embedding blob of {} bytes is not a whole number of f32",
-            bytes.len()
-        )));
-    }
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
 }
 
 fn instant(micros: i64, what: &str) -> Result<Timestamp, StoreError> {
@@ -177,7 +158,7 @@ impl EpisodeRow {
             created_at: e.created_at.as_micros(),
             entity_edges: Some(e.entity_edges.clone()),
             metadata: json(&e.metadata),
-            content_embedding: e.content_embedding.as_deref().map(embedding_to_blob),
+            content_embedding: e.content_embedding.as_deref().map(embedding_to_bytes),
             preceding_turn: e.preceding_turn.clone(),
         }
     }
@@ -199,7 +180,7 @@ impl EpisodeRow {
             content_embedding: self
                 .content_embedding
                 .as_deref()
-                .map(blob_to_embedding)
+                .map(embedding_of)
                 .transpose()?,
             preceding_turn: self.preceding_turn,
         })
@@ -240,7 +221,7 @@ impl EntityRow {
             name: e.name.clone(),
             labels: Some(e.labels.clone()),
             created_at: e.created_at.as_micros(),
-            name_embedding: e.name_embedding.as_deref().map(embedding_to_blob),
+            name_embedding: e.name_embedding.as_deref().map(embedding_to_bytes),
             summary: e.summary.clone(),
             attributes: json(&e.attributes),
         }
@@ -253,7 +234,7 @@ impl EntityRow {
             name_embedding: self
                 .name_embedding
                 .as_deref()
-                .map(blob_to_embedding)
+                .map(embedding_of)
                 .transpose()?,
             attributes: attributes(&self.attributes, "entity attributes")?,
             uuid: self.uuid,
@@ -351,7 +332,7 @@ impl FactRow {
             target_node_uuid: f.target_node_uuid,
             name: f.name.clone(),
             fact: f.fact.clone(),
-            fact_embedding: f.fact_embedding.as_deref().map(embedding_to_blob),
+            fact_embedding: f.fact_embedding.as_deref().map(embedding_to_bytes),
             episodes: Some(f.episodes.clone()),
             created_at: f.created_at.as_micros(),
             valid_at: f.valid_at.map(Timestamp::as_micros),
@@ -384,7 +365,7 @@ impl FactRow {
             fact_embedding: self
                 .fact_embedding
                 .as_deref()
-                .map(blob_to_embedding)
+                .map(embedding_of)
                 .transpose()?,
             created_at: instant(self.created_at, "fact created_at")?,
             valid_at: instant_opt(self.valid_at, "fact valid_at")?,
@@ -593,7 +574,7 @@ impl CommunityRow {
             name: c.name.clone(),
             summary: c.summary.clone(),
             members: Some(c.members.clone()),
-            name_embedding: c.name_embedding.as_deref().map(embedding_to_blob),
+            name_embedding: c.name_embedding.as_deref().map(embedding_to_bytes),
             created_at: c.created_at.as_micros(),
         }
     }
@@ -604,7 +585,7 @@ impl CommunityRow {
             name_embedding: self
                 .name_embedding
                 .as_deref()
-                .map(blob_to_embedding)
+                .map(embedding_of)
                 .transpose()?,
             created_at: instant(self.created_at, "community created_at")?,
             uuid: self.uuid,
@@ -696,17 +677,17 @@ mod tests {
     #[test]
     fn embeddings_round_trip_bit_exactly() {
         let v = vec![0.5, -0.25, f32::MIN_POSITIVE, 1e-30, f32::MAX, -0.0];
-        let blob = embedding_to_blob(&v);
+        let blob = embedding_to_bytes(&v);
         assert_eq!(blob.len(), v.len() * 4);
         assert_eq!(&blob[..4], &0.5f32.to_le_bytes());
-        let back = blob_to_embedding(&blob).unwrap();
+        let back = embedding_of(&blob).unwrap();
         assert_eq!(
             back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
             v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
-        assert!(blob_to_embedding(&[]).unwrap().is_empty());
+        assert!(embedding_of(&[]).unwrap().is_empty());
         assert!(matches!(
-            blob_to_embedding(&[0, 0, 0]),
+            embedding_of(&[0, 0, 0]),
             Err(StoreError::Corrupt(_))
         ));
     }
