@@ -190,22 +190,19 @@ impl EmbeddedStore {
         txn.set_durability(Durability::Immediate)
             .map_err(|e| err(&self.path, e))?;
         {
+            // Every table there is, then the fold's set afresh: the list of
+            // tables lives in one place (`Tables::open`).
             let e = |x: redb::TableError| err(&self.path, x);
-            txn.delete_table(POSITIONS).map_err(e)?;
-            txn.delete_table(GROUPS).map_err(e)?;
-            txn.delete_table(APPLIED).map_err(e)?;
-            txn.delete_table(EPISODES).map_err(e)?;
-            txn.delete_table(EPISODES_BY_TIME).map_err(e)?;
-            txn.delete_table(ENTITIES).map_err(e)?;
-            txn.delete_table(ENTITIES_BY_NAME).map_err(e)?;
-            txn.delete_table(FACTS).map_err(e)?;
-            txn.delete_table(FACTS_BY_ENTITY).map_err(e)?;
-            txn.delete_table(EMBEDDINGS).map_err(e)?;
-            txn.delete_multimap_table(MENTIONS).map_err(e)?;
-            txn.delete_multimap_table(MENTIONED_BY).map_err(e)?;
-            txn.delete_table(SAGAS).map_err(e)?;
-            txn.delete_table(SAGA_OF_EPISODE).map_err(e)?;
-            txn.delete_table(COMMUNITIES).map_err(e)?;
+            let tables: Vec<_> = txn.list_tables().map_err(|x| err(&self.path, x))?.collect();
+            for table in tables {
+                txn.delete_table(table).map_err(e)?;
+            }
+            let multimaps: Vec<_> = (txn.list_multimap_tables())
+                .map_err(|x| err(&self.path, x))?
+                .collect();
+            for table in multimaps {
+                txn.delete_multimap_table(table).map_err(e)?;
+            }
             Tables::open(&txn, &self.path)?;
         }
         txn.commit().map_err(|e| err(&self.path, e))
