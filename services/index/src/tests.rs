@@ -54,6 +54,27 @@ fn text(index: &SearchIndex, g: &str, query: &str) -> Vec<Uuid> {
         .expect("text search"))
 }
 
+/// `count` documents of `kind` in `g` with random unit vectors, uuids 0..count.
+fn unit_docs(
+    count: usize,
+    dimension: usize,
+    seed: u64,
+    kind: DocKind,
+    g: &GroupId,
+) -> Vec<IndexDoc> {
+    random_unit_vectors(count, dimension, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| IndexDoc {
+            kind,
+            uuid: id(i as u128),
+            group_id: g.clone(),
+            text: String::new(),
+            vector: Some(v),
+        })
+        .collect()
+}
+
 fn near(index: &SearchIndex, g: &str, v: [f32; DIM]) -> Vec<Hit> {
     index
         .vector_search(&group(g), &[], &v, 10)
@@ -624,17 +645,7 @@ fn hnsw_recall_at_10_against_brute_force() {
         ..IndexOptions::default()
     };
     let g = group("one");
-    let docs: Vec<IndexDoc> = random_unit_vectors(N, DIMENSION, 42)
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| IndexDoc {
-            kind: DocKind::Entity,
-            uuid: id(i as u128),
-            group_id: g.clone(),
-            text: String::new(),
-            vector: Some(v),
-        })
-        .collect();
+    let docs: Vec<IndexDoc> = unit_docs(N, DIMENSION, 42, DocKind::Entity, &g);
     let queries = random_unit_vectors(100, DIMENSION, 7);
     let recall = |index: &SearchIndex| {
         let mut found = 0;
@@ -680,17 +691,7 @@ fn coded_vectors_answer_exactly_after_rescoring() {
     const DIMENSION: usize = 384;
     let dir = tempfile::tempdir().unwrap();
     let g = group("one");
-    let docs: Vec<IndexDoc> = random_unit_vectors(2_000, DIMENSION, 11)
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| IndexDoc {
-            kind: DocKind::Fact,
-            uuid: id(i as u128),
-            group_id: g.clone(),
-            text: String::new(),
-            vector: Some(v),
-        })
-        .collect();
+    let docs: Vec<IndexDoc> = unit_docs(2_000, DIMENSION, 11, DocKind::Fact, &g);
     let index = SearchIndex::open(dir.path(), DIMENSION).unwrap();
     index.upsert(docs.clone()).unwrap();
     index.commit(&cp(1)).unwrap();
@@ -777,17 +778,7 @@ fn dropping_during_a_graph_build_is_harmless() {
         ..IndexOptions::default()
     };
     let g = group("g");
-    let docs: Vec<IndexDoc> = random_unit_vectors(2_000, DIMENSION, 11)
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| IndexDoc {
-            kind: DocKind::Fact,
-            uuid: id(i as u128),
-            group_id: g.clone(),
-            text: String::new(),
-            vector: Some(v),
-        })
-        .collect();
+    let docs: Vec<IndexDoc> = unit_docs(2_000, DIMENSION, 11, DocKind::Fact, &g);
     {
         let index = SearchIndex::open_with(dir.path(), DIMENSION, options.clone()).unwrap();
         index.upsert(docs.clone()).unwrap();

@@ -10,20 +10,26 @@
 
 use hnsw_rs::prelude::Distance;
 
-/// Dot product, written in eight lanes so the compiler vectorizes it.
+/// Dot product.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    lane_dot(a, b, |y| y)
+}
+
+/// The dot of `a` with `b` read as `f32`s, written in eight lanes so the
+/// compiler vectorizes it.
+fn lane_dot<T: Copy>(a: &[f32], b: &[T], as_f32: impl Fn(T) -> f32) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut lanes = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for i in 0..8 {
-            lanes[i] += x[i] * y[i];
+            lanes[i] += x[i] * as_f32(y[i]);
         }
     }
     let mut sum: f32 = lanes.iter().sum();
     for (x, y) in ra.iter().zip(rb) {
-        sum += x * y;
+        sum += x * as_f32(*y);
     }
     sum
 }
@@ -82,20 +88,7 @@ fn split_code(code: &[i8]) -> (&[i8], f32) {
 /// quantized, so only the stored side carries rounding error).
 pub(crate) fn query_dot(query: &[f32], code: &[i8]) -> f32 {
     let (components, scale) = split_code(code);
-    debug_assert_eq!(query.len(), components.len());
-    let mut lanes = [0f32; 8];
-    let (cq, cc) = (query.chunks_exact(8), components.chunks_exact(8));
-    let (rq, rc) = (cq.remainder(), cc.remainder());
-    for (x, y) in cq.zip(cc) {
-        for i in 0..8 {
-            lanes[i] += x[i] * f32::from(y[i]);
-        }
-    }
-    let mut sum: f32 = lanes.iter().sum();
-    for (x, y) in rq.iter().zip(rc) {
-        sum += x * f32::from(*y);
-    }
-    sum * scale
+    lane_dot(query, components, f32::from) * scale
 }
 
 /// The dot of two coded vectors, in integers then scaled.
