@@ -62,14 +62,17 @@ async fn killing_the_processor_loses_and_duplicates_nothing() {
         .await
         .unwrap();
     assert_eq!(stats.decisions, 900);
+    // The store's running totals survived the kills exactly: what the log
+    // holds, and the rows the store holds.
+    let totals = crashed.store().expect("store").totals(None).await.unwrap();
+    assert_eq!(totals.counts.episodes, 900);
     assert_eq!(
-        crashed
-            .store()
-            .expect("store")
-            .counts(None)
-            .await
-            .unwrap()
-            .episodes,
-        900
+        (totals.decisions, totals.events, totals.dead_lettered),
+        (stats.decisions, stats.events, stats.dead_lettered)
     );
+    assert_eq!(totals.llm_calls, stats.llm_calls);
+    assert_eq!(totals.resolutions, stats.resolutions);
+    assert_eq!(totals.embeddings, stats.embeddings);
+    let reference_totals = reference.store().expect("store").totals(None).await;
+    assert_eq!(reference_totals.unwrap().counts, totals.counts);
 }

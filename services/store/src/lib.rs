@@ -17,6 +17,7 @@ pub mod scylla;
 mod state;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod totals;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,7 @@ use async_trait::async_trait;
 use chronicle_model::{
     Community, Entity, Episode, EventBatch, Fact, GroupId, LogPosition, Saga, Timestamp,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use embedded::{EmbeddedStore, EmbeddedStoreOptions};
@@ -32,6 +33,7 @@ pub use error::{BoxError, StoreError};
 #[cfg(feature = "scylla")]
 pub use scylla::ScyllaStore;
 pub use state::{Decision, LoadedGroup, StateStore};
+pub use totals::Totals;
 
 /// A stored embedding (little-endian `f32` bytes); any other length is a
 /// corrupt record.
@@ -92,7 +94,7 @@ pub struct ApplyOutcome {
 }
 
 /// Sizes of the projection (one group, or all).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Episodes.
     pub episodes: u64,
@@ -208,6 +210,12 @@ pub trait GraphStore: Send + Sync + 'static {
     /// Every saga of a group.
     async fn sagas(&self, group: &GroupId) -> Result<Vec<Saga>, StoreError>;
 
+    /// Running totals of one group or of all (one row a group, whatever
+    /// its history).
+    async fn totals(&self, group: Option<&GroupId>) -> Result<Totals, StoreError>;
+
     /// Sizes of one group or of all.
-    async fn counts(&self, group: Option<&GroupId>) -> Result<Counts, StoreError>;
+    async fn counts(&self, group: Option<&GroupId>) -> Result<Counts, StoreError> {
+        Ok(self.totals(group).await?.counts)
+    }
 }

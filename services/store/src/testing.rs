@@ -95,7 +95,23 @@ pub async fn matches_the_in_memory_fold(store: &dyn GraphStore) {
                 + 1)
         )
     );
-    let counts = store.counts(None).await.unwrap();
+    let totals = store.totals(None).await.unwrap();
+    assert_eq!(totals.decisions as usize, records.len());
+    let events: usize = records.iter().map(|r| r.1.events.len()).sum();
+    assert_eq!(totals.events as usize, events);
+    // The running totals agree with the rows they count, group by group.
+    let mut summed = crate::Totals::default();
+    for g in store.groups().await.unwrap() {
+        let t = store.totals(Some(&g)).await.unwrap();
+        assert_eq!(t.counts.entities as usize, store.entities(&g).await.unwrap().len());
+        let facts = store.facts(&g).await.unwrap();
+        assert_eq!(t.counts.facts as usize, facts.len());
+        let current = facts.iter().filter(|f| f.is_current()).count();
+        assert_eq!(t.counts.facts_valid as usize, current);
+        summed.merge(&t);
+    }
+    assert_eq!(summed, totals);
+    let counts = totals.counts;
     let facts: usize = states.iter().map(|s| s.facts().count()).sum();
     assert_eq!(counts.facts as usize, facts);
     assert_eq!(counts.facts_valid + counts.facts_invalidated, counts.facts);

@@ -37,3 +37,29 @@ async fn flushed_records_and_positions_survive_reopen() {
             .all(|o| !o.applied)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_written_before_totals_counts_its_rows_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("graph.redb");
+    let (records, _) = two_tenant_story().await;
+    let kept = {
+        let store = EmbeddedStore::open(&path).unwrap();
+        store.apply(&records).await.unwrap();
+        store.flush().await.unwrap();
+        store.totals(None).await.unwrap()
+    };
+    {
+        // What an earlier version left: every table but the totals.
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let totals: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("totals");
+        assert!(txn.delete_table(totals).unwrap());
+        txn.commit().unwrap();
+    }
+    let store = EmbeddedStore::open(&path).unwrap();
+    let counted = store.totals(None).await.unwrap();
+    assert_eq!(counted.counts, kept.counts);
+    assert!(kept.decisions > 0);
+    assert_eq!(counted.decisions, 0, "the log's figures are not in the rows");
+}

@@ -12,6 +12,7 @@ use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
 use crate::style::{bold, cyan, dim, green, yellow};
+use chronicle_store::Totals;
 use chronicle_query::{MemoryContext, Query, QueryError, ResultItem, SearchRequest, SearchResults};
 
 /// The `--group` argument, checked like every group id.
@@ -352,56 +353,30 @@ pub async fn log_stats(node: &Node, group: Option<&GroupId>) -> anyhow::Result<L
     Ok(s)
 }
 
-#[derive(Serialize)]
-struct StatsJson {
-    episodes: u64,
-    entities: u64,
-    facts: u64,
-    facts_valid: u64,
-    facts_invalidated: u64,
-    communities: u64,
-    sagas: u64,
-    events: u64,
-    decisions: u64,
-    llm_calls: BTreeMap<String, u64>,
-    resolutions: BTreeMap<String, u64>,
-    embeddings: u64,
-    dead_lettered: u64,
-}
-
-/// `chronicle stats`.
+/// `chronicle stats`: the store's running totals (one row a group, so
+/// it answers in milliseconds whatever the history).
 pub async fn stats(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {
     let g = group_id.map(group).transpose()?;
-    let c = node.store()?.counts(g.as_ref()).await?;
-    let l = log_stats(node, g.as_ref()).await?;
-    if c.episodes == 0 {
+    let out = node.store()?.totals(g.as_ref()).await?;
+    if out.counts.episodes == 0 {
         hint_if_empty(node).await;
     }
-    let out = StatsJson {
-        episodes: c.episodes,
-        entities: c.entities,
-        facts: c.facts,
-        facts_valid: c.facts_valid,
-        facts_invalidated: c.facts_invalidated,
-        communities: c.communities,
-        sagas: c.sagas,
-        events: l.events,
-        decisions: l.decisions,
-        llm_calls: l.llm_calls,
-        resolutions: l.resolutions,
-        embeddings: l.embeddings,
-        dead_lettered: l.dead_lettered,
-    };
+    print_stats(&out, json)
+}
+
+/// Prints totals as `chronicle stats` does.
+pub fn print_stats(out: &Totals, json: bool) -> anyhow::Result<()> {
+    let c = &out.counts;
     if json {
         println!("{}", serde_json::to_string(&out)?);
     } else {
         println!(
             "{} episodes, {} entities, {} facts ({} current, {} history), {} events, {} dead-lettered",
-            out.episodes,
-            out.entities,
-            out.facts,
-            out.facts_valid,
-            out.facts_invalidated,
+            c.episodes,
+            c.entities,
+            c.facts,
+            c.facts_valid,
+            c.facts_invalidated,
             out.events,
             out.dead_lettered
         );

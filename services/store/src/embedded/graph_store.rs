@@ -11,10 +11,10 @@ use redb::{Durability, ReadableTable};
 use uuid::Uuid;
 
 use super::{
-    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EPISODES, EmbeddedStore, FACTS, Key, MENTIONED_BY,
-    MENTIONS, POSITIONS, SAGAS, from_json,
+    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EmbeddedStore, FACTS, MENTIONED_BY,
+    MENTIONS, POSITIONS, SAGAS, TOTALS, from_json, stored_totals,
 };
-use crate::{ApplyOutcome, Counts, GraphStore, Neighbour, Positions, StoreError};
+use crate::{ApplyOutcome, GraphStore, Neighbour, Positions, StoreError, Totals};
 
 fn group_str(g: &GroupId) -> &str {
     g.as_str()
@@ -235,49 +235,20 @@ impl GraphStore for EmbeddedStore {
         .await
     }
 
-    async fn counts(&self, group: Option<&GroupId>) -> Result<Counts, StoreError> {
-        let only = group.cloned();
-        self.off_runtime(move |store| {
-            store.read(|r| {
-                let groups = match only {
-                    Some(g) => vec![g],
-                    None => r.groups()?,
-                };
-                let mut c = Counts::default();
-                let episodes = r.table(EPISODES)?;
-                let entities = r.table(ENTITIES)?;
-                let facts = r.table(FACTS)?;
-                let communities = r.table(COMMUNITIES)?;
-                let sagas = r.table(SAGAS)?;
-                let count =
-                    |t: &redb::ReadOnlyTable<Key, &[u8]>, g: &str| -> Result<u64, StoreError> {
-                        Ok(t.range((g, 0u128)..=(g, u128::MAX))
-                            .map_err(|x| r.e(x))?
-                            .count() as u64)
-                    };
-                for g in &groups {
-                    let g = g.as_str();
-                    c.episodes += count(&episodes, g)?;
-                    c.entities += count(&entities, g)?;
-                    c.communities += count(&communities, g)?;
-                    c.sagas += count(&sagas, g)?;
-                    for row in facts
-                        .range((g, 0u128)..=(g, u128::MAX))
-                        .map_err(|x| r.e(x))?
-                    {
+    async fn totals(&self, group: Option<&GroupId>) -> Result<Totals, StoreError> {
+        self.read(|r| {
+            let t = r.table(TOTALS)?;
+            match group {
+                Some(g) => stored_totals(&t, g.as_str(), r.path),
+                None => {
+                    let mut sum = Totals::default();
+                    for row in t.iter().map_err(|x| r.e(x))? {
                         let (_, v) = row.map_err(|x| r.e(x))?;
-                        let f: Fact = from_json(v.value(), "fact")?;
-                        c.facts += 1;
-                        if f.is_current() {
-                            c.facts_valid += 1;
-                        } else {
-                            c.facts_invalidated += 1;
-                        }
+                        sum.merge(&from_json(v.value(), "totals")?);
                     }
+                    Ok(sum)
                 }
-                Ok(c)
-            })
+            }
         })
-        .await
     }
 }

@@ -21,6 +21,7 @@ mod graph_store;
 mod reader;
 mod records;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,12 +29,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use chronicle_engine::evolve::apply_batch;
 use chronicle_model::{EventBatch, LogPosition};
 use redb::{
-    Database, Durability, MultimapTableDefinition, ReadableDatabase, ReadableTable, TableDefinition,
+    Database, Durability, MultimapTableDefinition, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, TableDefinition,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{ApplyOutcome, BoxError, StoreError, Touched};
+use crate::{ApplyOutcome, BoxError, StoreError, Totals, Touched};
 use reader::Reader;
 use records::{Tables, TxnRecords};
 
@@ -64,6 +66,8 @@ const MENTIONED_BY: MultimapTableDefinition<Key, u128> =
 const SAGAS: TableDefinition<Key, &[u8]> = TableDefinition::new("sagas");
 const SAGA_OF_EPISODE: TableDefinition<Key, u128> = TableDefinition::new("saga_of_episode");
 const COMMUNITIES: TableDefinition<Key, &[u8]> = TableDefinition::new("communities");
+/// `group -> Totals` (JSON): the group's running totals.
+const TOTALS: TableDefinition<&str, &[u8]> = TableDefinition::new("totals");
 
 const KIND_ENTITY: u8 = 0;
 const KIND_FACT: u8 = 1;
@@ -143,7 +147,45 @@ impl EmbeddedStore {
             let _ = tables;
             Ok(())
         })?;
+        store.count_if_uncounted()?;
         Ok(store)
+    }
+
+    /// A store written before totals were kept has groups and no totals:
+    /// their sizes are counted once, row by row; what deciding cost
+    /// (decisions, model calls) is on the log only, and starts at zero
+    /// until a `chronicle rebuild` folds the log again.
+    fn count_if_uncounted(&self) -> Result<(), StoreError> {
+        let counts = self.read(|r| {
+            if !r.table(TOTALS)?.is_empty().map_err(|x| r.e(x))? {
+                return Ok(Vec::new());
+            }
+            let groups = r.groups()?;
+            (groups.iter())
+                .map(|g| Ok((g.as_str().to_owned(), r.recount(g.as_str())?)))
+                .collect::<Result<Vec<_>, StoreError>>()
+        })?;
+        if counts.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(
+            path = %self.path.display(),
+            groups = counts.len(),
+            "counted the groups of a store written before totals were kept; \
+             decisions and model calls start at zero until `chronicle rebuild`"
+        );
+        self.write(Durability::Immediate, |tables| {
+            for (group, counts) in counts {
+                let t = Totals {
+                    counts,
+                    ..Totals::default()
+                };
+                (tables.totals)
+                    .insert(group.as_str(), to_json(&t).as_slice())
+                    .map_err(|e| err(tables.path, e))?;
+            }
+            Ok(())
+        })
     }
 
     /// Runs `f` over every table in one write transaction and commits.
@@ -215,6 +257,7 @@ impl EmbeddedStore {
         self.unflushed.fetch_add(1, Ordering::Relaxed);
         self.write(Durability::None, |tables| {
             let mut outcomes = Vec::with_capacity(records.len());
+            let mut totals: HashMap<&str, Totals> = HashMap::new();
             for (position, batch) in records {
                 let next = tables
                     .positions
@@ -231,19 +274,30 @@ impl EmbeddedStore {
                     });
                     continue;
                 }
+                let group = batch.group_id.as_str();
+                let before = match totals.remove(group) {
+                    Some(t) => t,
+                    None => stored_totals(&tables.totals, group, tables.path)?,
+                };
                 let mut records = TxnRecords {
                     tables: &mut *tables,
-                    group: batch.group_id.as_str(),
+                    group,
                     touched: Touched::default(),
+                    totals: before,
                     failure: None,
                 };
                 let events_applied = apply_batch(&mut records, batch);
                 let TxnRecords {
-                    touched, failure, ..
+                    touched,
+                    totals: mut after,
+                    failure,
+                    ..
                 } = records;
                 if let Some(e) = failure {
                     return Err(e);
                 }
+                after.record(batch);
+                totals.insert(group, after);
                 tables
                     .positions
                     .insert(position.partition, position.offset + 1)
@@ -259,7 +313,24 @@ impl EmbeddedStore {
                     touched,
                 });
             }
+            for (group, t) in totals {
+                (tables.totals)
+                    .insert(group, to_json(&t).as_slice())
+                    .map_err(|e| err(tables.path, e))?;
+            }
             Ok(outcomes)
         })
+    }
+}
+
+/// A group's stored totals (zero before its first record).
+fn stored_totals(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    group: &str,
+    path: &Path,
+) -> Result<Totals, StoreError> {
+    match table.get(group).map_err(|e| err(path, e))? {
+        Some(v) => from_json(v.value(), "totals"),
+        None => Ok(Totals::default()),
     }
 }

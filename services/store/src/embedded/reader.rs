@@ -9,9 +9,9 @@ use uuid::Uuid;
 
 use super::{
     COMMUNITIES, EMBEDDINGS, ENTITIES, EPISODES, EPISODES_BY_TIME, FACTS, FACTS_BY_ENTITY, GROUPS,
-    KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key, err, from_json,
+    KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key, SAGAS, err, from_json,
 };
-use crate::{Neighbour, StoreError, embedding_of};
+use crate::{Counts, Neighbour, StoreError, embedding_of};
 
 /// A read transaction with typed lookups.
 pub(super) struct Reader<'p> {
@@ -189,5 +189,34 @@ impl Reader<'_> {
             out.push(GroupId::new(k.value()).map_err(|e| StoreError::Corrupt(e.to_string()))?);
         }
         Ok(out)
+    }
+
+    /// A group's sizes counted row by row: the totals of a store written
+    /// before they were kept (see [`super::EmbeddedStore::open_with`]).
+    pub(super) fn recount(&self, g: &str) -> Result<Counts, StoreError> {
+        let count = |t: TableDefinition<Key, &[u8]>| -> Result<u64, StoreError> {
+            let t = self.table(t)?;
+            let rows = t.range((g, 0u128)..=(g, u128::MAX)).map_err(|x| self.e(x))?;
+            Ok(rows.count() as u64)
+        };
+        let mut c = Counts {
+            episodes: count(EPISODES)?,
+            entities: count(ENTITIES)?,
+            communities: count(COMMUNITIES)?,
+            sagas: count(SAGAS)?,
+            ..Counts::default()
+        };
+        let facts = self.table(FACTS)?;
+        for row in (facts.range((g, 0u128)..=(g, u128::MAX))).map_err(|x| self.e(x))? {
+            let (_, v) = row.map_err(|x| self.e(x))?;
+            let f: Fact = from_json(v.value(), "fact")?;
+            c.facts += 1;
+            if f.is_current() {
+                c.facts_valid += 1;
+            } else {
+                c.facts_invalidated += 1;
+            }
+        }
+        Ok(c)
     }
 }

@@ -11,9 +11,9 @@ use uuid::Uuid;
 use super::{
     APPLIED, COMMUNITIES, EMBEDDINGS, ENTITIES, ENTITIES_BY_NAME, EPISODES, EPISODES_BY_TIME,
     FACTS, FACTS_BY_ENTITY, GROUPS, KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, Key,
-    MENTIONED_BY, MENTIONS, POSITIONS, SAGA_OF_EPISODE, SAGAS, err, from_json, to_json,
+    MENTIONED_BY, MENTIONS, POSITIONS, SAGA_OF_EPISODE, SAGAS, TOTALS, err, from_json, to_json,
 };
-use crate::{StoreError, Touched};
+use crate::{StoreError, Totals, Touched};
 
 /// Every table of a write transaction, opened once.
 pub(super) struct Tables<'t> {
@@ -33,6 +33,7 @@ pub(super) struct Tables<'t> {
     pub(super) sagas: Table<'t, Key<'static>, &'static [u8]>,
     pub(super) saga_of_episode: Table<'t, Key<'static>, u128>,
     pub(super) communities: Table<'t, Key<'static>, &'static [u8]>,
+    pub(super) totals: Table<'t, &'static str, &'static [u8]>,
 }
 
 impl<'t> Tables<'t> {
@@ -55,6 +56,7 @@ impl<'t> Tables<'t> {
             sagas: txn.open_table(SAGAS).map_err(e)?,
             saga_of_episode: txn.open_table(SAGA_OF_EPISODE).map_err(e)?,
             communities: txn.open_table(COMMUNITIES).map_err(e)?,
+            totals: txn.open_table(TOTALS).map_err(e)?,
         })
     }
 }
@@ -67,6 +69,8 @@ pub(super) struct TxnRecords<'a, 't> {
     pub(super) tables: &'a mut Tables<'t>,
     pub(super) group: &'a str,
     pub(super) touched: Touched,
+    /// The group's totals, moved by every put and remove.
+    pub(super) totals: Totals,
     pub(super) failure: Option<StoreError>,
 }
 
@@ -123,7 +127,8 @@ impl TxnRecords<'_, '_> {
     }
 
     fn put_entity_now(&mut self, mut entity: Entity) -> Result<(), StoreError> {
-        self.remove_entity_index(entity.uuid)?;
+        let old = self.remove_entity_index(entity.uuid)?;
+        self.totals.entity(old.is_some(), true);
         let (g, u) = (self.group, entity.uuid.as_u128());
         let path = self.tables.path;
         self.put_embedding(KIND_ENTITY, entity.uuid, entity.name_embedding.as_ref())?;
@@ -171,10 +176,14 @@ impl TxnRecords<'_, '_> {
             .insert((g, t, u), s)
             .map_err(|e| err(path, e))?;
         fact.fact_embedding = None;
-        self.tables
-            .facts
+        let was = match (self.tables.facts)
             .insert((g, u), to_json(&fact).as_slice())
-            .map_err(|e| err(path, e))?;
+            .map_err(|e| err(path, e))?
+        {
+            Some(old) => Some(from_json::<Fact>(old.value(), "fact")?.is_current()),
+            None => None,
+        };
+        self.totals.fact(was, Some(fact.is_current()));
         self.touched.facts.insert(fact.uuid);
         Ok(())
     }
@@ -184,6 +193,7 @@ impl TxnRecords<'_, '_> {
         let (g, u) = (self.group, uuid.as_u128());
         let path = self.tables.path;
         if let Some(old) = old {
+            self.totals.fact(Some(old.is_current()), None);
             for end in [old.source_node_uuid, old.target_node_uuid] {
                 self.tables
                     .facts_by_entity
@@ -286,6 +296,7 @@ impl GraphRecords for TxnRecords<'_, '_> {
                 .episodes
                 .insert((g, u), to_json(&episode).as_slice())
                 .map_err(|e| err(path, e))?;
+            self.totals.episode(false, true);
             self.touched.episodes.insert(episode.uuid);
             Ok(())
         })();
@@ -310,6 +321,7 @@ impl GraphRecords for TxnRecords<'_, '_> {
                     .remove((self.group, uuid.as_u128()))
                     .map_err(|e| err(self.tables.path, e))?;
                 self.drop_embedding(KIND_ENTITY, uuid)?;
+                self.totals.entity(true, false);
                 self.touched.entities.insert(uuid);
             }
             Ok(())
@@ -332,6 +344,7 @@ impl GraphRecords for TxnRecords<'_, '_> {
             let (g, u) = (self.group, saga.uuid.as_u128());
             let path = self.tables.path;
             let old: Option<Saga> = self.get_json(&self.tables.sagas, saga.uuid, "saga")?;
+            self.totals.saga(old.is_some(), true);
             for ep in old
                 .iter()
                 .flat_map(|o| o.episodes.iter())
@@ -366,10 +379,11 @@ impl GraphRecords for TxnRecords<'_, '_> {
                 community.name_embedding.as_ref(),
             )?;
             community.name_embedding = None;
-            self.tables
-                .communities
+            let was = (self.tables.communities)
                 .insert((g, u), to_json(&community).as_slice())
-                .map_err(|e| err(self.tables.path, e))?;
+                .map_err(|e| err(self.tables.path, e))?
+                .is_some();
+            self.totals.community(was, true);
             self.touched.communities.insert(community.uuid);
             Ok(())
         })();
@@ -378,10 +392,11 @@ impl GraphRecords for TxnRecords<'_, '_> {
 
     fn remove_community(&mut self, uuid: Uuid) {
         let r = (|| {
-            self.tables
-                .communities
+            let was = (self.tables.communities)
                 .remove((self.group, uuid.as_u128()))
-                .map_err(|e| err(self.tables.path, e))?;
+                .map_err(|e| err(self.tables.path, e))?
+                .is_some();
+            self.totals.community(was, false);
             self.drop_embedding(KIND_COMMUNITY, uuid)?;
             self.touched.communities.insert(uuid);
             Ok(())
@@ -458,6 +473,7 @@ impl TxnRecords<'_, '_> {
                 .remove((g, u))
                 .map_err(|e| err(path, e))?;
             self.drop_embedding(KIND_EPISODE, uuid)?;
+            self.totals.episode(true, false);
             self.touched.episodes.insert(uuid);
         }
         Ok(())

@@ -42,6 +42,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     -> Result<Option<Uuid>, StoreError>;
     /// `applied_events` partition: event ids.
     async fn applied_events(&self, group: &str, episode: Uuid) -> Result<Vec<Uuid>, StoreError>;
+    /// `group_totals` row: the group's totals as JSON.
+    async fn totals(&self, group: &str) -> Result<Option<String>, StoreError>;
     /// `positions` partition: `(log partition, next offset)`.
     async fn positions(&self) -> Result<Vec<(i32, i64)>, StoreError>;
     /// `groups` partition.

@@ -210,6 +210,13 @@ impl Backend for CqlBackend {
         Ok(row.map(|(u,)| u))
     }
 
+    async fn totals(&self, group: &str) -> Result<Option<String>, StoreError> {
+        let row: Option<(String,)> = self
+            .one("reading a group's totals", Stmt::SelectTotals, (group,))
+            .await?;
+        Ok(row.map(|(t,)| t))
+    }
+
     async fn applied_events(&self, group: &str, episode: Uuid) -> Result<Vec<Uuid>, StoreError> {
         let rows = self
             .all(

@@ -21,6 +21,7 @@ type G = String;
 struct Tables {
     groups: BTreeMap<(i16, G), ()>,
     positions: BTreeMap<i32, i64>,
+    totals: BTreeMap<G, String>,
     applied: BTreeMap<(G, Uuid, Uuid), ()>,
     episodes: BTreeMap<(G, Uuid), EpisodeRow>,
     episodes_by_time: BTreeMap<(G, i32, i64, Uuid), ()>,
@@ -56,7 +57,7 @@ impl MemoryBackend {
     pub(crate) fn dump(&self) -> String {
         let t = self.tables();
         format!(
-            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
             t.groups,
             t.positions,
             t.applied,
@@ -72,7 +73,8 @@ impl MemoryBackend {
             t.saga_of_episode,
             t.communities,
             t.records,
-            t.buckets
+            t.buckets,
+            t.totals
         )
     }
 }
@@ -162,6 +164,9 @@ impl Backend for MemoryBackend {
             .saga_of_episode
             .get(&(group.into(), episode))
             .copied())
+    }
+    async fn totals(&self, group: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.tables().totals.get(group).cloned())
     }
     async fn applied_events(&self, group: &str, episode: Uuid) -> Result<Vec<Uuid>, StoreError> {
         let g = group.to_owned();
@@ -425,6 +430,9 @@ impl Backend for MemoryBackend {
                     next_offset,
                 } => {
                     t.positions.insert(partition, next_offset);
+                }
+                Mutation::Totals { group, totals } => {
+                    t.totals.insert(group, totals);
                 }
             }
         }

@@ -56,12 +56,12 @@ pub use scylla::statement::Consistency;
 use self::backend::Backend;
 use self::cql::CqlBackend;
 use self::overlay::{Cache, Changes, Key, Overlay, keys_named_by};
-use self::plan::{Mutation, plan};
+use self::plan::{Mutation, count_changes, plan};
 use self::rows::{
     CommunityRow, EntityRow, EpisodeRow, FactRow, GROUP_SHARDS, KIND_COMMUNITY, KIND_ENTITY,
     KIND_EPISODE, KIND_FACT, KIND_SAGA, SagaRow, group_shard, month_bucket,
 };
-use crate::{ApplyOutcome, Counts, GraphStore, Neighbour, Positions, StoreError, Touched};
+use crate::{ApplyOutcome, GraphStore, Neighbour, Positions, StoreError, Totals, Touched};
 
 /// Passes of the fold over one record before giving up; a retraction, the
 /// deepest walk, needs about four.
@@ -301,6 +301,16 @@ impl ScyllaStore {
             let cache = caches.entry(batch.group_id.clone()).or_default();
             let (mut changes, events_applied, passes) = self.fold(cache, batch).await?;
             let mut planned = plan(&batch.group_id, cache, &changes);
+            let mut totals = match cache.totals.take() {
+                Some(t) => t,
+                None => self.stored_totals(batch.group_id.as_str()).await?,
+            };
+            count_changes(&mut totals, cache, &changes);
+            totals.record(batch);
+            planned.mutations.push(Mutation::Totals {
+                group: batch.group_id.as_str().to_owned(),
+                totals: serde_json::to_string(&totals).expect("totals serialize"),
+            });
             let new_group = !self.group_known(&batch.group_id);
             if new_group {
                 planned.mutations.push(Mutation::Group {
@@ -325,6 +335,7 @@ impl ScyllaStore {
             let touched = std::mem::take(&mut changes.touched);
             cache.commit(changes);
             cache.buckets.extend(planned.buckets);
+            cache.totals = Some(totals);
             next.insert(position.partition, position.offset + 1);
             outcomes.push(ApplyOutcome {
                 group_id: batch.group_id.clone(),
@@ -484,27 +495,13 @@ impl ScyllaStore {
         Ok(ids.into_iter().collect())
     }
 
-    async fn counts_of(&self, g: &GroupId) -> Result<Counts, StoreError> {
-        let mut c = Counts::default();
-        for bucket in self.backend.buckets(g.as_str(), KIND_EPISODE).await? {
-            c.episodes += self
-                .backend
-                .episodes_from(g.as_str(), bucket, i64::MAX, true, i32::MAX)
-                .await?
-                .len() as u64;
+    /// A group's stored totals (zero before its first record).
+    async fn stored_totals(&self, g: &str) -> Result<Totals, StoreError> {
+        match self.backend.totals(g).await? {
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| StoreError::Corrupt(format!("totals of {g}: {e}"))),
+            None => Ok(Totals::default()),
         }
-        c.entities = self.listed(g, KIND_ENTITY).await?.len() as u64;
-        for (_, current) in self.listed(g, KIND_FACT).await? {
-            c.facts += 1;
-            if current == Some(true) {
-                c.facts_valid += 1;
-            } else {
-                c.facts_invalidated += 1;
-            }
-        }
-        c.communities = self.listed(g, KIND_COMMUNITY).await?.len() as u64;
-        c.sagas = self.listed(g, KIND_SAGA).await?.len() as u64;
-        Ok(c)
     }
 }
 
@@ -739,22 +736,15 @@ impl GraphStore for ScyllaStore {
             .await
     }
 
-    async fn counts(&self, group: Option<&GroupId>) -> Result<Counts, StoreError> {
+    async fn totals(&self, group: Option<&GroupId>) -> Result<Totals, StoreError> {
         let groups = match group {
             Some(g) => vec![g.clone()],
             None => self.groups().await?,
         };
-        let mut total = Counts::default();
+        let mut sum = Totals::default();
         for g in &groups {
-            let c = self.counts_of(g).await?;
-            total.episodes += c.episodes;
-            total.entities += c.entities;
-            total.facts += c.facts;
-            total.facts_valid += c.facts_valid;
-            total.facts_invalidated += c.facts_invalidated;
-            total.communities += c.communities;
-            total.sagas += c.sagas;
+            sum.merge(&self.stored_totals(g.as_str()).await?);
         }
-        Ok(total)
+        Ok(sum)
     }
 }

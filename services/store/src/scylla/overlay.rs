@@ -53,6 +53,8 @@ pub(crate) struct Cache {
     pub applied: HashMap<Uuid, BTreeSet<Uuid>>,
     /// `(kind, bucket)` rows of `group_buckets` known to exist.
     pub buckets: BTreeSet<(&'static str, i32)>,
+    /// The group's totals once read (and moved by each record written).
+    pub totals: Option<crate::Totals>,
 }
 
 impl Cache {

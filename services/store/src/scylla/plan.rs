@@ -17,6 +17,7 @@ use scylla::serialize::writers::RowWriter;
 use uuid::Uuid;
 
 use super::overlay::{Cache, Changes};
+use crate::Totals;
 use super::rows::{
     Cell, CommunityRow, CommunityWrite, EntityRow, EntityWrite, EpisodeRow, FactRow, FactWrite,
     KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, KIND_SAGA, SagaRow, SagaWrite,
@@ -143,6 +144,11 @@ pub(crate) enum Mutation {
         partition: i32,
         next_offset: i64,
     },
+    /// A group's running totals after the record (JSON).
+    Totals {
+        group: String,
+        totals: String,
+    },
 }
 
 impl Mutation {
@@ -176,6 +182,7 @@ impl Mutation {
             Mutation::Applied { .. } => Stmt::InsertApplied,
             Mutation::Group { .. } => Stmt::InsertGroup,
             Mutation::Position { .. } => Stmt::InsertPosition,
+            Mutation::Totals { .. } => Stmt::InsertTotals,
         }
     }
 }
@@ -284,6 +291,9 @@ impl SerializeRow for Mutation {
                 partition,
                 next_offset,
             } => (GRAPH_EVENTS_LOG, partition, next_offset).serialize(ctx, writer),
+            Mutation::Totals { group, totals } => {
+                (group.as_str(), totals.as_str()).serialize(ctx, writer)
+            }
         }
     }
 
@@ -338,6 +348,27 @@ pub(crate) fn plan(group: &GroupId, cache: &Cache, changes: &Changes) -> Plan {
         });
     }
     p.plan
+}
+
+/// Moves a group's totals by one record's changes, each against the row
+/// as it was before the record.
+pub(crate) fn count_changes(totals: &mut Totals, cache: &Cache, changes: &Changes) {
+    for (uuid, new) in &changes.episodes {
+        totals.episode(known(cache.episodes.get(uuid)).is_some(), new.is_some());
+    }
+    for (uuid, new) in &changes.entities {
+        totals.entity(known(cache.entities.get(uuid)).is_some(), new.is_some());
+    }
+    for (uuid, new) in &changes.facts {
+        let was = known(cache.facts.get(uuid)).map(Fact::is_current);
+        totals.fact(was, new.as_ref().map(Fact::is_current));
+    }
+    for (uuid, new) in &changes.sagas {
+        totals.saga(known(cache.sagas.get(uuid)).is_some(), new.is_some());
+    }
+    for (uuid, new) in &changes.communities {
+        totals.community(known(cache.communities.get(uuid)).is_some(), new.is_some());
+    }
 }
 
 fn known<T>(cached: Option<&Option<T>>) -> Option<&T> {

@@ -21,6 +21,7 @@ pub(crate) enum Stmt {
     SelectSagaOfEpisode,
     SelectApplied,
     SelectPositions,
+    SelectTotals,
     SelectGroups,
     SelectBuckets,
     SelectRecords,
@@ -54,6 +55,7 @@ pub(crate) enum Stmt {
     InsertApplied,
     InsertGroup,
     InsertPosition,
+    InsertTotals,
 }
 
 macro_rules! episode_columns {
@@ -83,7 +85,7 @@ macro_rules! community_columns {
 }
 
 /// The tables `clear` truncates: every table of the schema.
-pub(crate) const TABLES: [&str; 16] = [
+pub(crate) const TABLES: [&str; 17] = [
     "groups",
     "positions",
     "applied_events",
@@ -100,6 +102,7 @@ pub(crate) const TABLES: [&str; 16] = [
     "communities",
     "group_records",
     "group_buckets",
+    "group_totals",
 ];
 
 /// The value of `positions.log_name` for the graph-events log.
@@ -107,7 +110,7 @@ pub(crate) const GRAPH_EVENTS_LOG: &str = "graph-events";
 
 impl Stmt {
     /// Every statement, in declaration order (its index in a prepared set).
-    pub(crate) const ALL: [Stmt; 46] = [
+    pub(crate) const ALL: [Stmt; 48] = [
         Stmt::SelectEpisode,
         Stmt::SelectEntity,
         Stmt::SelectFact,
@@ -121,6 +124,7 @@ impl Stmt {
         Stmt::SelectSagaOfEpisode,
         Stmt::SelectApplied,
         Stmt::SelectPositions,
+        Stmt::SelectTotals,
         Stmt::SelectGroups,
         Stmt::SelectBuckets,
         Stmt::SelectRecords,
@@ -154,6 +158,7 @@ impl Stmt {
         Stmt::InsertApplied,
         Stmt::InsertGroup,
         Stmt::InsertPosition,
+        Stmt::InsertTotals,
     ];
 
     /// The statement's text with `${ks}` still in it.
@@ -208,6 +213,7 @@ impl Stmt {
             Stmt::SelectPositions => {
                 "SELECT log_partition, next_offset FROM ${ks}.positions WHERE log_name = ?"
             }
+            Stmt::SelectTotals => "SELECT totals FROM ${ks}.group_totals WHERE group_id = ?",
             Stmt::SelectGroups => "SELECT group_id FROM ${ks}.groups WHERE shard = ?",
             Stmt::SelectBuckets => {
                 "SELECT bucket FROM ${ks}.group_buckets WHERE group_id = ? AND kind = ?"
@@ -306,6 +312,9 @@ impl Stmt {
             Stmt::InsertGroup => "INSERT INTO ${ks}.groups (shard, group_id) VALUES (?, ?)",
             Stmt::InsertPosition => {
                 "INSERT INTO ${ks}.positions (log_name, log_partition, next_offset) VALUES (?, ?, ?)"
+            }
+            Stmt::InsertTotals => {
+                "INSERT INTO ${ks}.group_totals (group_id, totals) VALUES (?, ?)"
             }
         }
     }
