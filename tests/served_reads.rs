@@ -52,6 +52,13 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         &data,
         &["facts", "--group", "acme", "--json"],
     ));
+    let stats_at_rest = json_of(&mut chronicle(&data, &["stats", "--json"]));
+    let group_stats_at_rest = json_of(&mut chronicle(
+        &data,
+        &["stats", "--group", "acme", "--json"],
+    ));
+    assert_eq!(stats_at_rest["episodes"], 2, "{stats_at_rest}");
+    assert_eq!(stats_at_rest["decisions"], 2, "{stats_at_rest}");
 
     let mut server = chronicle(&data, &["serve", "--listen", "127.0.0.1:0"])
         .stdout(Stdio::null())
@@ -76,6 +83,18 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         &["facts", "--group", "acme", "--json"],
     ));
     assert_eq!(served, at_rest);
+    // The running totals, of every group and of one, as at rest.
+    assert_eq!(
+        json_of(&mut chronicle(&data, &["stats", "--json"])),
+        stats_at_rest
+    );
+    assert_eq!(
+        json_of(&mut chronicle(
+            &data,
+            &["stats", "--group", "acme", "--json"]
+        )),
+        group_stats_at_rest
+    );
     assert!(
         served["facts"].as_array().is_some_and(|f| !f.is_empty()),
         "{served}"

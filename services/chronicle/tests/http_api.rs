@@ -36,6 +36,8 @@ const EXPECTED_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/groups/{group_id}/entities/{uuid}"),
     ("get", "/v1/groups/{group_id}/entities/{uuid}/timeline"),
     ("get", "/v1/groups/{group_id}/facts"),
+    ("get", "/v1/groups/{group_id}/stats"),
+    ("get", "/v1/stats"),
     ("post", "/v1/groups/{group_id}/triplets"),
     ("get", "/v1/groups/{group_id}/episodes/{uuid}/graph"),
     ("post", "/v1/groups/{group_id}/communities/build"),
@@ -114,6 +116,12 @@ async fn every_route_answers_as_documented() {
         .expect("uuid")
         .to_owned();
     s.settle().await;
+    let stats = s.get("/v1/groups/acme/stats", Some(TOKEN)).await.json();
+    assert_eq!(
+        (stats["episodes"].as_u64(), stats["decisions"].as_u64()),
+        (Some(2), Some(2)),
+        "{stats}"
+    );
     let facts = s
         .get(
             "/v1/groups/acme/facts?entity=Ada&include_history=true",
@@ -161,6 +169,12 @@ async fn every_route_answers_as_documented() {
         } else {
             &episode
         };
+        if template == "/v1/stats" {
+            // Totals over every group would tell a tenant about the others.
+            let refused = s.get(&template, Some(TOKEN)).await;
+            assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+            continue;
+        }
         let path = template
             .replace("{group_id}", "acme")
             .replace("{uuid}", uuid)

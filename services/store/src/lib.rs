@@ -94,7 +94,7 @@ pub struct ApplyOutcome {
 }
 
 /// Sizes of the projection (one group, or all).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     /// Episodes.
     pub episodes: u64,

@@ -103,7 +103,10 @@ pub async fn matches_the_in_memory_fold(store: &dyn GraphStore) {
     let mut summed = crate::Totals::default();
     for g in store.groups().await.unwrap() {
         let t = store.totals(Some(&g)).await.unwrap();
-        assert_eq!(t.counts.entities as usize, store.entities(&g).await.unwrap().len());
+        assert_eq!(
+            t.counts.entities as usize,
+            store.entities(&g).await.unwrap().len()
+        );
         let facts = store.facts(&g).await.unwrap();
         assert_eq!(t.counts.facts as usize, facts.len());
         let current = facts.iter().filter(|f| f.is_current()).count();

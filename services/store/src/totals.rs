@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 
 use chronicle_model::EventBatch;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::Counts;
 
 /// What a group holds and what deciding its commands cost.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Totals {
     /// The projection's sizes.
     #[serde(flatten)]
@@ -83,7 +84,11 @@ impl Totals {
         let c = &mut self.counts;
         count(&mut c.facts, was.is_some(), is.is_some());
         count(&mut c.facts_valid, was == Some(true), is == Some(true));
-        count(&mut c.facts_invalidated, was == Some(false), is == Some(false));
+        count(
+            &mut c.facts_invalidated,
+            was == Some(false),
+            is == Some(false),
+        );
     }
 
     /// Adds another group's totals (for the totals of several groups).
@@ -122,10 +127,24 @@ mod tests {
         t.fact(None, Some(true));
         t.fact(Some(true), Some(false));
         t.fact(Some(false), Some(false));
-        assert_eq!((t.counts.facts, t.counts.facts_valid, t.counts.facts_invalidated), (2, 1, 1));
+        assert_eq!(
+            (
+                t.counts.facts,
+                t.counts.facts_valid,
+                t.counts.facts_invalidated
+            ),
+            (2, 1, 1)
+        );
         t.fact(Some(false), None);
         t.fact(Some(true), Some(true));
-        assert_eq!((t.counts.facts, t.counts.facts_valid, t.counts.facts_invalidated), (1, 1, 0));
+        assert_eq!(
+            (
+                t.counts.facts,
+                t.counts.facts_valid,
+                t.counts.facts_invalidated
+            ),
+            (1, 1, 0)
+        );
     }
 
     #[test]

@@ -61,5 +61,8 @@ async fn a_store_written_before_totals_counts_its_rows_on_open() {
     let counted = store.totals(None).await.unwrap();
     assert_eq!(counted.counts, kept.counts);
     assert!(kept.decisions > 0);
-    assert_eq!(counted.decisions, 0, "the log's figures are not in the rows");
+    assert_eq!(
+        counted.decisions, 0,
+        "the log's figures are not in the rows"
+    );
 }

@@ -173,6 +173,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { group, json } => {
+            if let Some(remote) = Remote::find(&settings.data).await {
+                group.as_deref().map(read::group).transpose()?;
+                read::print_stats(&remote.stats(group.as_deref()).await?, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             read::stats(&*Node::open(settings).await?, group.as_deref(), json).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -12,8 +12,8 @@ use crate::cli::TimeArgs;
 use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
 use crate::style::{bold, cyan, dim, green, yellow};
-use chronicle_store::Totals;
 use chronicle_query::{MemoryContext, Query, QueryError, ResultItem, SearchRequest, SearchResults};
+use chronicle_store::Totals;
 
 /// The `--group` argument, checked like every group id.
 pub fn group(id: &str) -> anyhow::Result<GroupId> {

@@ -127,6 +127,15 @@ impl Remote {
         self.call(self.client.post(url).json(&body)).await
     }
 
+    /// `GET /stats` of one group, or `GET /v1/stats` over all.
+    pub async fn stats(&self, group: Option<&str>) -> anyhow::Result<chronicle_store::Totals> {
+        let url = match group {
+            Some(g) => format!("{}/v1/groups/{g}/stats", self.url),
+            None => format!("{}/v1/stats", self.url),
+        };
+        self.call(self.client.get(url)).await
+    }
+
     /// `POST /context` with the CLI's arguments.
     pub async fn context(
         &self,

@@ -270,6 +270,34 @@ pub async fn timeline(
     .into_response())
 }
 
+/// `GET /v1/groups/{group_id}/stats`: the group's running totals.
+pub async fn stats(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    let totals = (state.node.store()?.totals(Some(&group)).await)
+        .map_err(|e| ApiError::internal("reading the group's totals", &e))?;
+    Ok(Json(totals).into_response())
+}
+
+/// `GET /v1/stats`: totals over every group, on a server without tokens.
+pub async fn all_stats(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    if state.options.auth.is_some() {
+        return Err(ApiError::forbidden(
+            "this server checks tokens: ask per group, GET /v1/groups/{group_id}/stats",
+        ));
+    }
+    let totals = (state.node.store()?.totals(None).await)
+        .map_err(|e| ApiError::internal("reading the totals", &e))?;
+    Ok(Json(totals).into_response())
+}
+
 /// `GET /v1/groups/{group_id}/facts?as_of=&known_at=&entity=&…`.
 pub async fn facts(
     State(state): State<AppState>,

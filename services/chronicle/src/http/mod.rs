@@ -315,6 +315,38 @@ pub fn routes() -> Vec<Route> {
         ),
         route(
             Get,
+            "/v1/groups/{group_id}/stats",
+            Some(Read),
+            op(
+                "getStats",
+                "The group's sizes and what deciding its commands cost (its running totals: \
+                    one row, whatever its history)",
+                None,
+                200,
+                Some(schema::<chronicle_store::Totals>()),
+            ),
+            handlers::stats,
+        ),
+        route(
+            Get,
+            "/v1/stats",
+            None,
+            Op {
+                description: "Only on a server without tokens (loopback only): with tokens, \
+                    totals over every group would tell a tenant about the others; ask \
+                    per group.",
+                ..op(
+                    "getAllStats",
+                    "Totals over every group",
+                    None,
+                    200,
+                    Some(schema::<chronicle_store::Totals>()),
+                )
+            },
+            handlers::all_stats,
+        ),
+        route(
+            Get,
             "/v1/groups/{group_id}/entities/{uuid}",
             Some(Read),
             op(

@@ -11,8 +11,8 @@ use redb::{Durability, ReadableTable};
 use uuid::Uuid;
 
 use super::{
-    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EmbeddedStore, FACTS, MENTIONED_BY,
-    MENTIONS, POSITIONS, SAGAS, TOTALS, from_json, stored_totals,
+    COMMUNITIES, ENTITIES, ENTITIES_BY_NAME, EmbeddedStore, FACTS, MENTIONED_BY, MENTIONS,
+    POSITIONS, SAGAS, TOTALS, from_json, stored_totals,
 };
 use crate::{ApplyOutcome, GraphStore, Neighbour, Positions, StoreError, Totals};
 

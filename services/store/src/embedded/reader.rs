@@ -196,7 +196,9 @@ impl Reader<'_> {
     pub(super) fn recount(&self, g: &str) -> Result<Counts, StoreError> {
         let count = |t: TableDefinition<Key, &[u8]>| -> Result<u64, StoreError> {
             let t = self.table(t)?;
-            let rows = t.range((g, 0u128)..=(g, u128::MAX)).map_err(|x| self.e(x))?;
+            let rows = t
+                .range((g, 0u128)..=(g, u128::MAX))
+                .map_err(|x| self.e(x))?;
             Ok(rows.count() as u64)
         };
         let mut c = Counts {

@@ -17,13 +17,13 @@ use scylla::serialize::writers::RowWriter;
 use uuid::Uuid;
 
 use super::overlay::{Cache, Changes};
-use crate::Totals;
 use super::rows::{
     Cell, CommunityRow, CommunityWrite, EntityRow, EntityWrite, EpisodeRow, FactRow, FactWrite,
     KIND_COMMUNITY, KIND_ENTITY, KIND_EPISODE, KIND_FACT, KIND_SAGA, SagaRow, SagaWrite,
     month_bucket,
 };
 use super::statements::{GRAPH_EVENTS_LOG, Stmt};
+use crate::Totals;
 
 /// One row written or deleted; its [`Stmt`] and bound values.
 #[derive(Clone, Debug, PartialEq)]

@@ -313,9 +313,7 @@ impl Stmt {
             Stmt::InsertPosition => {
                 "INSERT INTO ${ks}.positions (log_name, log_partition, next_offset) VALUES (?, ?, ?)"
             }
-            Stmt::InsertTotals => {
-                "INSERT INTO ${ks}.group_totals (group_id, totals) VALUES (?, ?)"
-            }
+            Stmt::InsertTotals => "INSERT INTO ${ks}.group_totals (group_id, totals) VALUES (?, ?)",
         }
     }
 
