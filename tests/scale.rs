@@ -36,6 +36,7 @@ fn a_small_scale_run_reports_every_figure_and_restarts_from_its_checkpoint() {
         "disk_bytes_per_fact",
         "restart_seconds",
         "facts_query_p50_ms",
+        "stats_query_p50_ms",
         "search_p95_ms",
         "rebuild_events_per_s",
     ] {

@@ -219,7 +219,13 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
     let rebuild = started.elapsed();
     drop(node);
 
-    let facts_p50 = cli_facts_p50(&args.cli, settings, &dir, &group, 10)?;
+    let facts_p50 = cli_p50(
+        &args.cli,
+        settings,
+        &dir,
+        &["facts", "--json", "--group", group.as_str()],
+    )?;
+    let stats_p50 = cli_p50(&args.cli, settings, &dir, &["stats", "--json"])?;
     let rate = |w: Option<&serde_json::Value>| w.map(|w| w["episodes_per_s"].clone());
     let out = json!({
         "bench": "scale",
@@ -235,6 +241,7 @@ pub async fn run(settings: &Settings, args: &ScaleArgs) -> anyhow::Result<serde_
         "restart_seconds": restart.as_secs_f64(),
         "restart_replayed_records": replayed,
         "facts_query_p50_ms": facts_p50,
+        "stats_query_p50_ms": stats_p50,
         "search_p95_ms": search,
         "rebuild_events_per_s": rebuilt.events_applied as f64 / rebuild.as_secs_f64(),
         "windows": windows,
@@ -267,36 +274,26 @@ async fn search_p95(node: &Node, tenants: u64, queries: u64) -> anyhow::Result<f
     Ok(super::quantile(&mut samples, 0.95))
 }
 
-/// p50 of `chronicle facts` run as a separate process on the data at rest.
-fn cli_facts_p50(
-    exe: &Path,
-    settings: &Settings,
-    dir: &Path,
-    group: &GroupId,
-    runs: usize,
-) -> anyhow::Result<f64> {
+/// p50 over ten runs of a chronicle read command (`args`), each a separate
+/// process on the data at rest, in milliseconds.
+fn cli_p50(exe: &Path, settings: &Settings, dir: &Path, args: &[&str]) -> anyhow::Result<f64> {
     let embedder = settings
         .embedder
         .to_possible_value()
         .context("embedder name")?;
-    let mut samples = Vec::with_capacity(runs);
-    for _ in 0..runs {
+    let mut samples = Vec::with_capacity(10);
+    for _ in 0..10 {
         let started = Instant::now();
         let out = std::process::Command::new(exe)
             .arg("--data")
             .arg(dir)
-            .args([
-                "--embedder",
-                embedder.get_name(),
-                "facts",
-                "--json",
-                "--group",
-            ])
-            .arg(group.as_str())
+            .args(["--embedder", embedder.get_name()])
+            .args(args)
             .output()?;
         anyhow::ensure!(
             out.status.success(),
-            "chronicle facts failed: {}",
+            "chronicle {} failed: {}",
+            args[0],
             String::from_utf8_lossy(&out.stderr)
         );
         samples.push(started.elapsed());
