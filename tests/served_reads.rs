@@ -83,6 +83,16 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         &["facts", "--group", "acme", "--json"],
     ));
     assert_eq!(served, at_rest);
+    // The running processor's status of the group: both decided.
+    let status = json_of(&mut chronicle(
+        &data,
+        &["status", "--group", "acme", "--json"],
+    ));
+    assert_eq!(status["group_id"], "acme", "{status}");
+    assert_eq!(status["processor_lag"], 0, "{status}");
+    let every = chronicle(&data, &["status"]).output().unwrap();
+    assert!(!every.status.success());
+    assert!(String::from_utf8_lossy(&every.stderr).contains("--group"));
     // The running totals, of every group and of one, as at rest.
     assert_eq!(
         json_of(&mut chronicle(&data, &["stats", "--json"])),

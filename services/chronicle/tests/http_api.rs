@@ -37,6 +37,7 @@ const EXPECTED_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/groups/{group_id}/entities/{uuid}/timeline"),
     ("get", "/v1/groups/{group_id}/facts"),
     ("get", "/v1/groups/{group_id}/stats"),
+    ("get", "/v1/groups/{group_id}/status"),
     ("get", "/v1/stats"),
     ("post", "/v1/groups/{group_id}/triplets"),
     ("get", "/v1/groups/{group_id}/episodes/{uuid}/graph"),

@@ -20,6 +20,8 @@ pub mod decode;
 pub mod error;
 
 use chronicle_model::{Command, Entity, GroupId};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use self::decode::EntityRef;
@@ -135,4 +137,67 @@ pub async fn submit_one(gateway: &Gateway, command: Command) -> Result<Receipt, 
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::broken("appending the command", "no receipt"))
+}
+
+/// A group's processing status, as a running server knows it.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct GroupStatus {
+    /// The group.
+    pub group_id: GroupId,
+    /// The group's recent commands accepted and not yet decided.
+    pub pending: usize,
+    /// The group's recent commands decided.
+    pub processed: usize,
+    /// The group's recent commands dead-lettered.
+    pub dead_lettered: usize,
+    /// Episodes-log records of the group's partition not yet decided
+    /// (every group on that partition counts).
+    pub processor_lag: u64,
+    /// Graph-event records of the group's partition not yet projected.
+    pub projector_lag: u64,
+}
+
+/// The group's status from the running processor's board and positions:
+/// no log scan, whatever the history.
+pub async fn group_status(node: &Node, group: &GroupId) -> Result<GroupStatus, ApiError> {
+    let (pending, processed, dead_lettered) = node.status.summary(Some(group));
+    let (p, end) = partition_end(node, &node.topics.episodes, group).await?;
+    let decided = node.progress.decided.borrow().get(&p).copied().unwrap_or(0);
+    Ok(GroupStatus {
+        group_id: group.clone(),
+        pending,
+        processed,
+        dead_lettered,
+        processor_lag: end.saturating_sub(decided),
+        projector_lag: projector_lag(node, group).await?,
+    })
+}
+
+/// The group's partition of `topic` and its end offset.
+async fn partition_end(node: &Node, topic: &str, group: &GroupId) -> Result<(u32, u64), ApiError> {
+    let unavailable = |e| ApiError::unavailable("the log", &e);
+    let count = node.log.partition_count(topic).await.map_err(unavailable)?;
+    let p = chronicle_log::partition_for(group.as_str().as_bytes(), count.max(1));
+    let end = node.log.end_offset(topic, p).await.map_err(unavailable)?;
+    Ok((p, end))
+}
+
+/// Graph-event records of the group's partition not yet projected into
+/// the store *and* the search indices. A decision is appended before its
+/// command shows as processed, so a processed command is searchable once
+/// this is zero (conservative: other groups' later records on the
+/// partition count too). The position is the in-process projector's, which
+/// it publishes after committing the indices; the store's own position can
+/// run ahead of the indices, so it is not used. (MCP is only served where
+/// the projector runs in-process.)
+pub async fn projector_lag(node: &Node, group: &GroupId) -> Result<u64, ApiError> {
+    let (p, end) = partition_end(node, &node.topics.graph_events, group).await?;
+    let at = node
+        .progress
+        .projected
+        .borrow()
+        .get(&p)
+        .copied()
+        .unwrap_or(0);
+    Ok(end.saturating_sub(at))
 }

@@ -236,6 +236,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { group, json } => {
+            if let Some(remote) = Remote::find(&settings.data).await {
+                let group = group.as_deref().context(
+                    "`chronicle serve` runs on this data directory: `status` asks it per group \
+                     (pass --group), or stop it to read every partition",
+                )?;
+                read::group(group)?;
+                read::print_group_status(&remote.status(group).await?, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             read::status(&*Node::open(settings).await?, group.as_deref(), json).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -454,6 +454,20 @@ async fn undecided(
     Ok(count)
 }
 
+/// Prints a running server's status of one group.
+pub fn print_group_status(s: &crate::app::GroupStatus, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(s)?);
+    } else {
+        println!(
+            "group {}: {} pending, {} processed, {} dead-lettered (recent commands)\n  \
+             processor lag {}   projector lag {}",
+            s.group_id, s.pending, s.processed, s.dead_lettered, s.processor_lag, s.projector_lag
+        );
+    }
+    Ok(())
+}
+
 /// `chronicle status`: lag per partition, and the commands pending and
 /// dead-lettered (of one group with `--group`).
 pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::Result<()> {

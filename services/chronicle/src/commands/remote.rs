@@ -136,6 +136,12 @@ impl Remote {
         self.call(self.client.get(url)).await
     }
 
+    /// `GET /status` of one group.
+    pub async fn status(&self, group: &str) -> anyhow::Result<crate::app::GroupStatus> {
+        let url = format!("{}/v1/groups/{group}/status", self.url);
+        self.call(self.client.get(url)).await
+    }
+
     /// `POST /context` with the CLI's arguments.
     pub async fn context(
         &self,

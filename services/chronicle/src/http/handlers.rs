@@ -282,6 +282,22 @@ pub async fn stats(
     Ok(Json(totals).into_response())
 }
 
+/// `GET /v1/groups/{group_id}/status`: the running processor's view.
+pub async fn group_status(
+    State(state): State<AppState>,
+    Extension(Scoped(group)): Extension<Scoped>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    decode::no_params(raw.as_deref())?;
+    if !state.options.processor_in_process {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the processor runs elsewhere: ask its metrics, or `chronicle status` at rest",
+        ));
+    }
+    Ok(Json(app::group_status(&state.node, &group).await?).into_response())
+}
+
 /// `GET /v1/stats`: totals over every group, on a server without tokens.
 pub async fn all_stats(
     State(state): State<AppState>,

@@ -329,6 +329,25 @@ pub fn routes() -> Vec<Route> {
         ),
         route(
             Get,
+            "/v1/groups/{group_id}/status",
+            Some(Read),
+            Op {
+                description: "The group's recent commands pending, processed and \
+                    dead-lettered, and the lag of the processor and the projector on its \
+                    partitions. Served where the processor runs in this process (`serve`); \
+                    503 on a distributed gateway.",
+                ..op(
+                    "getGroupStatus",
+                    "The group's processing status",
+                    None,
+                    200,
+                    Some(schema::<crate::app::GroupStatus>()),
+                )
+            },
+            handlers::group_status,
+        ),
+        route(
+            Get,
             "/v1/stats",
             None,
             Op {

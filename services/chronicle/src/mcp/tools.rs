@@ -650,23 +650,6 @@ pub struct GetStatus {
     uuid: Option<Uuid>,
 }
 
-/// A group's processing status.
-#[derive(Serialize)]
-struct GroupStatus {
-    group_id: GroupId,
-    /// The group's commands accepted and not yet decided.
-    pending: usize,
-    /// The group's commands decided.
-    processed: usize,
-    /// The group's commands dead-lettered.
-    dead_lettered: usize,
-    /// Episodes-log records of the group's partition not yet decided
-    /// (every group on that partition counts).
-    processor_lag: u64,
-    /// Graph-event records of the group's partition not yet projected.
-    projector_lag: u64,
-}
-
 async fn get_status(ctx: &Ctx<'_>, group: &GroupId, a: GetStatus) -> Result<Value, ApiError> {
     let node = ctx.node;
     match a.uuid {
@@ -678,7 +661,9 @@ async fn get_status(ctx: &Ctx<'_>, group: &GroupId, a: GetStatus) -> Result<Valu
                 )
             })?;
             let projected = match status {
-                CommandStatus::Processed { .. } => Some(projector_lag(node, group).await? == 0),
+                CommandStatus::Processed { .. } => {
+                    Some(app::projector_lag(node, group).await? == 0)
+                }
                 _ => None,
             };
             encode(&CommandView {
@@ -688,50 +673,8 @@ async fn get_status(ctx: &Ctx<'_>, group: &GroupId, a: GetStatus) -> Result<Valu
                 projected,
             })
         }
-        None => {
-            let (pending, processed, dead_lettered) = node.status.summary(Some(group));
-            let topic = &node.topics.episodes;
-            let (p, end) = partition_end(node, topic, group).await?;
-            let decided = node.progress.decided.borrow().get(&p).copied().unwrap_or(0);
-            encode(&GroupStatus {
-                group_id: group.clone(),
-                pending,
-                processed,
-                dead_lettered,
-                processor_lag: end.saturating_sub(decided),
-                projector_lag: projector_lag(node, group).await?,
-            })
-        }
+        None => encode(&app::group_status(node, group).await?),
     }
-}
-
-/// The group's partition of `topic` and its end offset.
-async fn partition_end(node: &Node, topic: &str, group: &GroupId) -> Result<(u32, u64), ApiError> {
-    let unavailable = |e| ApiError::unavailable("the log", &e);
-    let count = node.log.partition_count(topic).await.map_err(unavailable)?;
-    let p = chronicle_log::partition_for(group.as_str().as_bytes(), count.max(1));
-    let end = node.log.end_offset(topic, p).await.map_err(unavailable)?;
-    Ok((p, end))
-}
-
-/// Graph-event records of the group's partition not yet projected into
-/// the store *and* the search indices. A decision is appended before its
-/// command shows as processed, so a processed command is searchable once
-/// this is zero (conservative: other groups' later records on the
-/// partition count too). The position is the in-process projector's, which
-/// it publishes after committing the indices; the store's own position can
-/// run ahead of the indices, so it is not used. (MCP is only served where
-/// the projector runs in-process.)
-async fn projector_lag(node: &Node, group: &GroupId) -> Result<u64, ApiError> {
-    let (p, end) = partition_end(node, &node.topics.graph_events, group).await?;
-    let at = node
-        .progress
-        .projected
-        .borrow()
-        .get(&p)
-        .copied()
-        .unwrap_or(0);
-    Ok(end.saturating_sub(at))
 }
 
 #[cfg(test)]
