@@ -67,7 +67,7 @@ async fn group_routes(
     let doc = s.get("/openapi.json", None).await.json();
     let mut out = Vec::new();
     for (template, ops) in doc["paths"].as_object().expect("paths") {
-        if !template.starts_with("/v1/") {
+        if !template.starts_with("/v1/groups/") {
             continue;
         }
         for (method, op) in ops.as_object().expect("ops") {
@@ -92,7 +92,7 @@ async fn group_routes(
             ));
         }
     }
-    assert_eq!(out.len(), 15, "every group route is walked");
+    assert_eq!(out.len(), 17, "every group route is walked");
     out
 }
 
@@ -152,6 +152,12 @@ async fn every_route_refuses_other_groups_and_missing_tokens() {
     let before = s.appended().await;
     let ids = [episode.as_str(), entity.as_str()];
     let routes = group_routes(&s, "acme", &episode, &entity).await;
+    // Totals over every group are not served where tokens are checked.
+    for token in [Some(GLOBEX_RW), Some(ACME_RW), None] {
+        let r = s.get("/v1/stats", token).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+        assert_no_acme_data(&r, "GET /v1/stats", &ids);
+    }
 
     for (method, path, body, access) in &routes {
         let what = format!("{method} {path}");
