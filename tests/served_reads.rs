@@ -52,6 +52,10 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         &data,
         &["facts", "--group", "acme", "--json"],
     ));
+    let timeline_at_rest = json_of(&mut chronicle(
+        &data,
+        &["timeline", "--group", "acme", "--json", "Ada"],
+    ));
     let stats_at_rest = json_of(&mut chronicle(&data, &["stats", "--json"]));
     let group_stats_at_rest = json_of(&mut chronicle(
         &data,
@@ -83,6 +87,13 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
         &["facts", "--group", "acme", "--json"],
     ));
     assert_eq!(served, at_rest);
+    assert_eq!(
+        json_of(&mut chronicle(
+            &data,
+            &["timeline", "--group", "acme", "--json", "Ada"]
+        )),
+        timeline_at_rest
+    );
     // The running processor's status of the group: both decided.
     let status = json_of(&mut chronicle(
         &data,

@@ -232,6 +232,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             entity,
             json,
         } => {
+            if let Some(remote) = Remote::find(&settings.data).await {
+                read::group(&group)?;
+                let (e, facts) = remote.timeline(&group, &entity).await?;
+                read::print_timeline(e, &facts, json)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             read::timeline(&*Node::open(settings).await?, &group, &entity, json).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -263,20 +263,25 @@ pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> 
         .timeline(&g, entity)
         .await
         .map_err(|e| unknown_entity_hint(e, &g))?;
+    print_timeline(e, &facts, json)
+}
+
+/// Prints an entity's timeline as `chronicle timeline` does.
+pub fn print_timeline(
+    mut e: chronicle_model::Entity,
+    facts: &[ResultItem],
+    json: bool,
+) -> anyhow::Result<()> {
     if json {
         #[derive(Serialize)]
         struct Timeline<'a> {
             entity: &'a chronicle_model::Entity,
             facts: &'a [ResultItem],
         }
-        let mut e = e.clone();
         e.name_embedding = None;
         println!(
             "{}",
-            serde_json::to_string(&Timeline {
-                entity: &e,
-                facts: &facts
-            })?
+            serde_json::to_string(&Timeline { entity: &e, facts })?
         );
         return Ok(());
     }
@@ -285,7 +290,7 @@ pub async fn timeline(node: &Node, group_id: &str, entity: &str, json: bool) -> 
         bold(&e.name),
         dim(&format!("({}) {}", e.entity_type(), e.summary))
     );
-    for f in &facts {
+    for f in facts {
         println!("  {}", fact_line(f));
     }
     Ok(())

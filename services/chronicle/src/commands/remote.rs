@@ -136,6 +136,25 @@ impl Remote {
         self.call(self.client.get(url)).await
     }
 
+    /// `GET /entities/{name}/timeline`: the entity and its facts.
+    pub async fn timeline(
+        &self,
+        group: &str,
+        entity: &str,
+    ) -> anyhow::Result<(chronicle_model::Entity, Vec<ResultItem>)> {
+        #[derive(Deserialize)]
+        struct Timeline {
+            entity: chronicle_model::Entity,
+            facts: Vec<ResultItem>,
+        }
+        let mut url = reqwest::Url::parse(&self.url).context("the announced server URL")?;
+        url.path_segments_mut()
+            .map_err(|()| anyhow::anyhow!("the announced server URL {} has no path", self.url))?
+            .extend(["v1", "groups", group, "entities", entity, "timeline"]);
+        let t: Timeline = self.call(self.client.get(url)).await?;
+        Ok((t.entity, t.facts))
+    }
+
     /// `GET /status` of one group.
     pub async fn status(&self, group: &str) -> anyhow::Result<crate::app::GroupStatus> {
         let url = format!("{}/v1/groups/{group}/status", self.url);

@@ -246,15 +246,19 @@ pub async fn get_entity(
 }
 
 /// `GET /v1/groups/{group_id}/entities/{uuid}/timeline`: every fact about
-/// the entity over time, history included.
+/// the entity (by uuid, or by its exact name as `chronicle timeline` names
+/// it) over time, history included.
 pub async fn timeline(
     State(state): State<AppState>,
     Extension(Scoped(group)): Extension<Scoped>,
-    Path((_, uuid)): Path<(String, String)>,
+    Path((_, entity)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let e = entity_at(&state, &group, &uuid).await?;
+    let r = decode::entity_ref("uuid", &entity)?;
+    let e = find_entity(&state.node, &group, &r).await?.ok_or_else(|| {
+        ApiError::not_found("uuid", "no entity with this uuid or name in this group")
+    })?;
     let filters = chronicle_engine::search::SearchFilters {
         include_history: true,
         ..Default::default()

@@ -381,13 +381,17 @@ pub fn routes() -> Vec<Route> {
             Get,
             "/v1/groups/{group_id}/entities/{uuid}/timeline",
             Some(Read),
-            op(
-                "getTimeline",
-                "Every fact about an entity over time, history included",
-                None,
-                200,
-                Some(schema::<bodies::Timeline>()),
-            ),
+            Op {
+                description: "The entity by uuid, or by its exact name (normalized: case \
+                    and spacing aside; the oldest of equal names).",
+                ..op(
+                    "getTimeline",
+                    "Every fact about an entity over time, history included",
+                    None,
+                    200,
+                    Some(schema::<bodies::Timeline>()),
+                )
+            },
             handlers::timeline,
         ),
         route(
