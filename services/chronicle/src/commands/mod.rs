@@ -41,7 +41,7 @@ pub async fn replay(
 ) -> anyhow::Result<crate::projector::ProjectorReport> {
     audit::replay(node, until, out).await
 }
-pub use read::{LogStats, log_stats};
+pub use read::log_stats;
 
 /// Runs the command line: builds the runtime, logs, dispatches.
 pub fn main(cli: Cli) -> ExitCode {

@@ -1,6 +1,6 @@
 //! Read commands: facts, search, timeline, stats, status.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use anyhow::Context;
 use chronicle_engine::search::SearchFilters;
@@ -296,23 +296,6 @@ pub fn print_timeline(
     Ok(())
 }
 
-/// Figures read off the graph-events log.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct LogStats {
-    /// Decisions (records).
-    pub decisions: u64,
-    /// Events.
-    pub events: u64,
-    /// Model calls by prompt kind.
-    pub llm_calls: BTreeMap<String, u64>,
-    /// Entity resolutions by tier.
-    pub resolutions: BTreeMap<String, u64>,
-    /// Dead-lettered commands.
-    pub dead_lettered: u64,
-    /// Texts embedded.
-    pub embeddings: u64,
-}
-
 /// Hands every decision on the graph-events log (of one group, or all) to
 /// `visit`; undecodable records are skipped (they are the processor's to
 /// report).
@@ -335,27 +318,13 @@ pub async fn for_each_decision(
     Ok(())
 }
 
-/// Scans the graph-events log (for one group, or all).
-pub async fn log_stats(node: &Node, group: Option<&GroupId>) -> anyhow::Result<LogStats> {
-    let mut s = LogStats::default();
-    for_each_decision(node, group, |batch| {
-        s.decisions += 1;
-        s.events += batch.events.len() as u64;
-        if batch.dead_letter.is_some() {
-            s.dead_lettered += 1;
-        }
-        if let Some(st) = batch.stats {
-            for (k, v) in st.llm_calls {
-                *s.llm_calls.entry(k).or_default() += v;
-            }
-            for (k, v) in st.resolutions {
-                *s.resolutions.entry(k).or_default() += v;
-            }
-            s.embeddings += st.embeddings;
-        }
-    })
-    .await?;
-    Ok(s)
+/// What deciding cost, read off the graph-events log itself (for one
+/// group, or all): the audit of the store's running totals, whose sizes
+/// it leaves at zero. Reads the whole log; `stats` reads the totals.
+pub async fn log_stats(node: &Node, group: Option<&GroupId>) -> anyhow::Result<Totals> {
+    let mut t = Totals::default();
+    for_each_decision(node, group, |batch| t.record(&batch)).await?;
+    Ok(t)
 }
 
 /// `chronicle stats`: the store's running totals (one row a group, so
