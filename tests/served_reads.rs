@@ -35,9 +35,9 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
     std::fs::write(
         &input,
         concat!(
-            r#"{"group_id": "acme", "name": "one", "content": "Ada: I moved to Oslo.", "reference_time": "2025-01-01T00:00:00Z"}"#,
+            r#"{"group_id": "acme", "name": "one", "content": "Ada: I moved to Oslo.", "reference_time": "2025-01-01T00:00:00Z", "saga": "trip"}"#,
             "\n",
-            r#"{"group_id": "acme", "name": "two", "content": "Ada: I work at Globex.", "reference_time": "2025-02-01T00:00:00Z"}"#,
+            r#"{"group_id": "acme", "name": "two", "content": "Ada: I work at Globex.", "reference_time": "2025-02-01T00:00:00Z", "saga": "trip"}"#,
             "\n",
         ),
     )
@@ -55,6 +55,15 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
     let timeline_at_rest = json_of(&mut chronicle(
         &data,
         &["timeline", "--group", "acme", "--json", "Ada"],
+    ));
+    let saga_at_rest = json_of(&mut chronicle(
+        &data,
+        &["saga", "show", "--group", "acme", "--json", "trip"],
+    ));
+    assert_eq!(saga_at_rest["episodes"].as_array().map(Vec::len), Some(2));
+    let communities_at_rest = json_of(&mut chronicle(
+        &data,
+        &["communities", "list", "--group", "acme", "--json"],
     ));
     let stats_at_rest = json_of(&mut chronicle(&data, &["stats", "--json"]));
     let group_stats_at_rest = json_of(&mut chronicle(
@@ -93,6 +102,20 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
             &["timeline", "--group", "acme", "--json", "Ada"]
         )),
         timeline_at_rest
+    );
+    assert_eq!(
+        json_of(&mut chronicle(
+            &data,
+            &["saga", "show", "--group", "acme", "--json", "trip"]
+        )),
+        saga_at_rest
+    );
+    assert_eq!(
+        json_of(&mut chronicle(
+            &data,
+            &["communities", "list", "--group", "acme", "--json"]
+        )),
+        communities_at_rest
     );
     // The running processor's status of the group: both decided.
     let status = json_of(&mut chronicle(

@@ -157,7 +157,7 @@ pub struct MemoryContext {
 }
 
 /// A community as read back: its members by id and name (no embedding).
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "Community")]
 pub struct CommunityView {
     /// Its id.
@@ -173,7 +173,7 @@ pub struct CommunityView {
 }
 
 /// An entity of a community, or an episode of a saga, by id and name.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Member {
     /// Its id.
     pub uuid: Uuid,
@@ -182,7 +182,7 @@ pub struct Member {
 }
 
 /// A saga as read back.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[schemars(rename = "Saga")]
 pub struct SagaView {
     /// Its id (derived from the group and the name).
@@ -200,7 +200,7 @@ pub struct SagaView {
 }
 
 /// One episode of a saga.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SagaEpisode {
     /// Its id.
     pub uuid: Uuid,

@@ -51,7 +51,11 @@ struct CommunitiesJson<'a> {
     communities: &'a [CommunityView],
 }
 
-fn print_communities(g: &GroupId, communities: &[CommunityView], json: bool) -> anyhow::Result<()> {
+pub(super) fn print_communities(
+    g: &GroupId,
+    communities: &[CommunityView],
+    json: bool,
+) -> anyhow::Result<()> {
     if json {
         let out = CommunitiesJson {
             group_id: g,
@@ -107,7 +111,7 @@ pub async fn communities_list(node: &Node, group_id: &str, json: bool) -> anyhow
     print_communities(&g, &communities, json)
 }
 
-fn print_saga(saga: &SagaView, json: bool) -> anyhow::Result<()> {
+pub(super) fn print_saga(saga: &SagaView, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(saga)?);
         return Ok(());

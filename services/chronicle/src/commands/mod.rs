@@ -254,6 +254,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             read::status(&*Node::open(settings).await?, group.as_deref(), json).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Communities {
+            which: CommunitiesCommand::List { group, json },
+        } if let Some(remote) = Remote::find(&settings.data).await => {
+            let g = read::group(&group)?;
+            graph::print_communities(&g, &remote.communities(&group).await?, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Saga {
+            which: SagaCommand::Show { group, saga, json },
+        } if let Some(remote) = Remote::find(&settings.data).await => {
+            read::group(&group)?;
+            graph::print_saga(&remote.saga(&group, &saga).await?, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Communities { which } => {
             let node = Node::open(settings).await?;
             match which {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use chronicle_query::{MemoryContext, ResultItem, SearchResults};
+use chronicle_query::{CommunityView, MemoryContext, ResultItem, SagaView, SearchResults};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -153,6 +153,26 @@ impl Remote {
             .extend(["v1", "groups", group, "entities", entity, "timeline"]);
         let t: Timeline = self.call(self.client.get(url)).await?;
         Ok((t.entity, t.facts))
+    }
+
+    /// `GET /communities`: the group's communities, largest first.
+    pub async fn communities(&self, group: &str) -> anyhow::Result<Vec<CommunityView>> {
+        #[derive(Deserialize)]
+        struct List {
+            communities: Vec<CommunityView>,
+        }
+        let url = format!("{}/v1/groups/{group}/communities", self.url);
+        let list: List = self.call(self.client.get(url)).await?;
+        Ok(list.communities)
+    }
+
+    /// `GET /sagas/{name}`.
+    pub async fn saga(&self, group: &str, name: &str) -> anyhow::Result<SagaView> {
+        let mut url = reqwest::Url::parse(&self.url).context("the announced server URL")?;
+        url.path_segments_mut()
+            .map_err(|()| anyhow::anyhow!("the announced server URL {} has no path", self.url))?
+            .extend(["v1", "groups", group, "sagas", name]);
+        self.call(self.client.get(url)).await
     }
 
     /// `GET /status` of one group.
