@@ -86,6 +86,16 @@ impl Remote {
         )
     }
 
+    /// The server's URL of a path whose segments may hold any character
+    /// (names are percent-encoded, never read as separators).
+    fn url_of(&self, segments: &[&str]) -> anyhow::Result<reqwest::Url> {
+        let mut url = reqwest::Url::parse(&self.url).context("the announced server URL")?;
+        url.path_segments_mut()
+            .map_err(|()| anyhow::anyhow!("the announced server URL {} has no path", self.url))?
+            .extend(segments);
+        Ok(url)
+    }
+
     /// `GET /facts` with the CLI's filters (at most [`MAX_LIST`] facts).
     pub async fn facts(
         &self,
@@ -147,10 +157,7 @@ impl Remote {
             entity: chronicle_model::Entity,
             facts: Vec<ResultItem>,
         }
-        let mut url = reqwest::Url::parse(&self.url).context("the announced server URL")?;
-        url.path_segments_mut()
-            .map_err(|()| anyhow::anyhow!("the announced server URL {} has no path", self.url))?
-            .extend(["v1", "groups", group, "entities", entity, "timeline"]);
+        let url = self.url_of(&["v1", "groups", group, "entities", entity, "timeline"])?;
         let t: Timeline = self.call(self.client.get(url)).await?;
         Ok((t.entity, t.facts))
     }
@@ -168,10 +175,7 @@ impl Remote {
 
     /// `GET /sagas/{name}`.
     pub async fn saga(&self, group: &str, name: &str) -> anyhow::Result<SagaView> {
-        let mut url = reqwest::Url::parse(&self.url).context("the announced server URL")?;
-        url.path_segments_mut()
-            .map_err(|()| anyhow::anyhow!("the announced server URL {} has no path", self.url))?
-            .extend(["v1", "groups", group, "sagas", name]);
+        let url = self.url_of(&["v1", "groups", group, "sagas", name])?;
         self.call(self.client.get(url)).await
     }
 
