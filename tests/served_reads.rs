@@ -192,3 +192,47 @@ fn cli_reads_ask_the_running_server_and_read_locally_after_it_stops() {
     ));
     assert_eq!(after, at_rest);
 }
+
+#[test]
+fn status_at_rest_counts_what_the_processor_has_not_decided() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    let line = |name: &str, month: u32| {
+        format!(
+            r#"{{"group_id": "acme", "name": "{name}", "content": "Ada: I moved to Oslo.", "reference_time": "2025-{month:02}-01T00:00:00Z"}}"#
+        )
+    };
+    let decided = scratch.path().join("decided.jsonl");
+    std::fs::write(
+        &decided,
+        format!("{}\n{}\n", line("one", 1), line("two", 2)),
+    )
+    .unwrap();
+    let pending = scratch.path().join("pending.jsonl");
+    std::fs::write(&pending, format!("{}\n", line("three", 3))).unwrap();
+    let ok = |c: &mut Command| {
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ok(chronicle(&data, &["ingest"]).arg(&decided));
+    // Appended, not decided: no processor runs.
+    ok(chronicle(&data, &["ingest", "--no-wait"]).arg(&pending));
+    for args in [
+        &["status", "--json"][..],
+        &["status", "--group", "acme", "--json"][..],
+    ] {
+        let status = json_of(&mut chronicle(&data, args));
+        assert_eq!(status["pending"], 1, "{status}");
+        assert_eq!(status["decisions"], 2, "{status}");
+        assert_eq!(status["dead_lettered"], 0, "{status}");
+    }
+    // Once a processor runs, nothing is pending.
+    ok(chronicle(&data, &["ingest"]).arg(&pending));
+    let status = json_of(&mut chronicle(&data, &["status", "--json"]));
+    assert_eq!(status["pending"], 0, "{status}");
+    assert!(status["decisions"].as_u64() >= Some(3), "{status}");
+}

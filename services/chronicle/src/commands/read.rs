@@ -13,7 +13,7 @@ use crate::gateway::{parse_group, parse_time};
 use crate::node::Node;
 use crate::style::{bold, cyan, dim, green, yellow};
 use chronicle_query::{MemoryContext, Query, QueryError, ResultItem, SearchRequest, SearchResults};
-use chronicle_store::Totals;
+use chronicle_store::{StateStore, Totals};
 
 /// The `--group` argument, checked like every group id.
 pub fn group(id: &str) -> anyhow::Result<GroupId> {
@@ -384,17 +384,60 @@ struct StatusJson {
     decisions: u64,
 }
 
-/// Ids of the commands decided on the graph-events log (of one group, or all).
-async fn decided_ids(
-    node: &Node,
-    group: Option<&GroupId>,
-) -> anyhow::Result<HashSet<(GroupId, Uuid)>> {
-    let mut out = HashSet::new();
-    for_each_decision(node, group, |batch| {
-        out.insert((batch.group_id.clone(), batch.command_uuid));
-    })
-    .await?;
-    Ok(out)
+/// Which commands are decided. The processor's state store knows every
+/// decision below its checkpoints, the graph-events tail after them the
+/// rest, so only the tail is read; without a state store to open (none yet,
+/// or a processor holds it) the whole log is.
+enum DecidedSet {
+    Stored {
+        state: StateStore,
+        tail: HashSet<(GroupId, Uuid)>,
+    },
+    Scanned(HashSet<(GroupId, Uuid)>),
+}
+
+impl DecidedSet {
+    async fn read(node: &Node, group: Option<&GroupId>) -> anyhow::Result<Self> {
+        let path = node.settings.path("processor-state.redb");
+        let state = match path.exists().then(|| StateStore::open(&path)) {
+            Some(Ok(state)) => state,
+            _ => {
+                let mut all = HashSet::new();
+                for_each_decision(node, group, |batch| {
+                    all.insert((batch.group_id, batch.command_uuid));
+                })
+                .await?;
+                return Ok(DecidedSet::Scanned(all));
+            }
+        };
+        let topic = &node.topics.graph_events;
+        let episodes = node.log.partition_count(&node.topics.episodes).await?;
+        let mut tail = HashSet::new();
+        for q in 0..node.log.partition_count(topic).await? {
+            let mut from = u64::MAX;
+            for p in 0..episodes {
+                from = from.min(state.checkpoint(p, q)?);
+            }
+            chronicle_log::scan(node.log.as_ref(), topic, q, from, |r| {
+                if let Ok(batch) = node.events.decode(&r.payload)
+                    && group.is_none_or(|g| g == &batch.group_id)
+                {
+                    tail.insert((batch.group_id, batch.command_uuid));
+                }
+            })
+            .await?;
+        }
+        Ok(DecidedSet::Stored { state, tail })
+    }
+
+    fn contains(&self, group: &GroupId, command: Uuid) -> anyhow::Result<bool> {
+        Ok(match self {
+            DecidedSet::Scanned(all) => all.contains(&(group.clone(), command)),
+            DecidedSet::Stored { state, tail } => {
+                tail.contains(&(group.clone(), command)) || state.decided(&[(group, command)])?[0]
+            }
+        })
+    }
 }
 
 /// Commands in `[from, end)` of an episodes partition (of one group, or
@@ -404,9 +447,10 @@ async fn undecided(
     partition: u32,
     from: u64,
     group: Option<&GroupId>,
-    decided: &HashSet<(GroupId, Uuid)>,
+    decided: &DecidedSet,
 ) -> anyhow::Result<u64> {
     let mut count = 0;
+    let mut failure = None;
     chronicle_log::scan(
         node.log.as_ref(),
         &node.topics.episodes,
@@ -417,15 +461,20 @@ async fn undecided(
                 return;
             }
             // An undecodable record is dead-lettered, not pending.
-            if let Ok(c) = node.commands.decode(&r.payload)
-                && !decided.contains(&(c.group_id().clone(), c.uuid()))
-            {
-                count += 1;
+            if let Ok(c) = node.commands.decode(&r.payload) {
+                match decided.contains(c.group_id(), c.uuid()) {
+                    Ok(true) => {}
+                    Ok(false) => count += 1,
+                    Err(e) => failure = failure.take().or(Some(e)),
+                }
             }
         },
     )
     .await?;
-    Ok(count)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(count),
+    }
 }
 
 /// Prints a running server's status of one group.
@@ -451,7 +500,7 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
     let only = g
         .as_ref()
         .map(|g| chronicle_log::partition_for(g.as_str().as_bytes(), count));
-    let decided = decided_ids(node, g.as_ref()).await?;
+    let decided = DecidedSet::read(node, g.as_ref()).await?;
     let mut partitions = Vec::new();
     let mut pending = 0;
     for p in (0..count).filter(|p| only.is_none_or(|o| o == *p)) {
@@ -474,7 +523,8 @@ pub async fn status(node: &Node, group_id: Option<&str>, json: bool) -> anyhow::
             projector_lag: ge_end.saturating_sub(projected),
         });
     }
-    let l = log_stats(node, g.as_ref()).await?;
+    // Decisions as projected (the store's totals, not a log scan).
+    let l = node.store()?.totals(g.as_ref()).await?;
     let out = StatusJson {
         group: g.as_ref().map(|g| g.to_string()),
         partitions,
