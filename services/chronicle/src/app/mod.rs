@@ -139,6 +139,14 @@ pub async fn submit_one(gateway: &Gateway, command: Command) -> Result<Receipt, 
         .ok_or_else(|| ApiError::broken("appending the command", "no receipt"))
 }
 
+/// The running totals of one group or of every group (one row a group).
+pub async fn totals(
+    node: &Node,
+    group: Option<&GroupId>,
+) -> Result<chronicle_store::Totals, ApiError> {
+    (node.store()?.totals(group).await).map_err(|e| ApiError::internal("reading the totals", &e))
+}
+
 /// A group's processing status, as a running server knows it.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct GroupStatus {

@@ -281,9 +281,7 @@ pub async fn stats(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     decode::no_params(raw.as_deref())?;
-    let totals = (state.node.store()?.totals(Some(&group)).await)
-        .map_err(|e| ApiError::internal("reading the group's totals", &e))?;
-    Ok(Json(totals).into_response())
+    Ok(Json(app::totals(&state.node, Some(&group)).await?).into_response())
 }
 
 /// `GET /v1/groups/{group_id}/status`: the running processor's view.
@@ -313,9 +311,7 @@ pub async fn all_stats(
             "this server checks tokens: ask per group, GET /v1/groups/{group_id}/stats",
         ));
     }
-    let totals = (state.node.store()?.totals(None).await)
-        .map_err(|e| ApiError::internal("reading the totals", &e))?;
-    Ok(Json(totals).into_response())
+    Ok(Json(app::totals(&state.node, None).await?).into_response())
 }
 
 /// `GET /v1/groups/{group_id}/facts?as_of=&known_at=&entity=&…`.
