@@ -7,7 +7,7 @@ use chronicle_model::{
 };
 
 use crate::command::{episode_type, parse_episode_type};
-use crate::value::{Fields, floats, json, opt, record, string, strings, ts, uuid, uuids};
+use crate::value::{Fields, embedding, json, opt, record, string, strings, ts, uuid, uuids};
 use crate::{AvroRecord, CodecError, EVENT_BATCH_EARLIER_SCHEMAS, EVENT_BATCH_SCHEMA};
 
 impl AvroRecord for EventBatch {
@@ -168,7 +168,7 @@ fn episode_to_avro(e: &Episode) -> Value {
         ("metadata_json", json(&e.metadata)),
         (
             "content_embedding",
-            opt(e.content_embedding.as_deref(), floats),
+            embedding(e.content_embedding.as_deref()),
         ),
         ("preceding_turn", opt(e.preceding_turn.as_deref(), string)),
     ])
@@ -187,7 +187,7 @@ fn episode_from_avro(v: Value) -> Result<Episode, CodecError> {
         created_at: f.ts("created_at")?,
         entity_edges: f.uuids("entity_edges")?,
         metadata: f.json("metadata_json")?,
-        content_embedding: f.opt_floats("content_embedding")?,
+        content_embedding: f.opt_embedding("content_embedding")?,
         preceding_turn: f.opt_string("preceding_turn")?,
     })
 }
@@ -199,7 +199,7 @@ fn entity_to_avro(e: &Entity) -> Value {
         ("group_id", string(e.group_id.as_str())),
         ("labels", strings(&e.labels)),
         ("created_at", ts(e.created_at)),
-        ("name_embedding", opt(e.name_embedding.as_deref(), floats)),
+        ("name_embedding", embedding(e.name_embedding.as_deref())),
         ("summary", string(&e.summary)),
         ("attributes_json", json(&e.attributes)),
     ])
@@ -213,7 +213,7 @@ fn entity_from_avro(v: Value) -> Result<Entity, CodecError> {
         group_id: f.group("group_id")?,
         labels: f.strings("labels")?,
         created_at: f.ts("created_at")?,
-        name_embedding: f.opt_floats("name_embedding")?,
+        name_embedding: f.opt_embedding("name_embedding")?,
         summary: f.string("summary")?,
         attributes: f.json("attributes_json")?,
     })
@@ -227,7 +227,7 @@ fn fact_to_avro(x: &Fact) -> Value {
         ("target_node_uuid", uuid(x.target_node_uuid)),
         ("name", string(&x.name)),
         ("fact", string(&x.fact)),
-        ("fact_embedding", opt(x.fact_embedding.as_deref(), floats)),
+        ("fact_embedding", embedding(x.fact_embedding.as_deref())),
         ("episodes", uuids(&x.episodes)),
         ("created_at", ts(x.created_at)),
         ("valid_at", opt(x.valid_at, ts)),
@@ -272,7 +272,7 @@ fn fact_from_avro(v: Value) -> Result<Fact, CodecError> {
         target_node_uuid: f.uuid("target_node_uuid")?,
         name: f.string("name")?,
         fact: f.string("fact")?,
-        fact_embedding: f.opt_floats("fact_embedding")?,
+        fact_embedding: f.opt_embedding("fact_embedding")?,
         episodes: f.uuids("episodes")?,
         created_at: f.ts("created_at")?,
         valid_at: f.opt_ts("valid_at")?,
@@ -313,7 +313,7 @@ fn community_to_avro(c: &Community) -> Value {
         ("name", string(&c.name)),
         ("summary", string(&c.summary)),
         ("members", uuids(&c.members)),
-        ("name_embedding", opt(c.name_embedding.as_deref(), floats)),
+        ("name_embedding", embedding(c.name_embedding.as_deref())),
         ("created_at", ts(c.created_at)),
     ])
 }
@@ -326,7 +326,7 @@ fn community_from_avro(v: Value) -> Result<Community, CodecError> {
         name: f.string("name")?,
         summary: f.string("summary")?,
         members: f.uuids("members")?,
-        name_embedding: f.opt_floats("name_embedding")?,
+        name_embedding: f.opt_embedding("name_embedding")?,
         created_at: f.ts("created_at")?,
     })
 }
@@ -353,7 +353,7 @@ fn kind_to_avro(kind: &EventKind) -> (u32, Value) {
                 ("summary", opt(summary.as_deref(), string)),
                 ("attributes_json", opt(attributes.as_ref(), json)),
                 ("labels", opt(labels.as_deref(), strings)),
-                ("name_embedding", opt(name_embedding.as_deref(), floats)),
+                ("name_embedding", embedding(name_embedding.as_deref())),
             ]),
         ),
         EventKind::FactCreated { fact } => (3, record(vec![("fact", fact_to_avro(fact))])),
@@ -479,7 +479,7 @@ fn kind_from_avro(branch: u32, body: Value) -> Result<EventKind, CodecError> {
             summary: f.opt_string("summary")?,
             attributes: f.opt_json("attributes_json")?,
             labels: f.opt_strings("labels")?,
-            name_embedding: f.opt_floats("name_embedding")?,
+            name_embedding: f.opt_embedding("name_embedding")?,
         },
         3 => EventKind::FactCreated {
             fact: fact_from_avro(f.take("fact")?)?,

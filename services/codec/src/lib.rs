@@ -40,6 +40,8 @@ pub const EVENT_BATCH_EARLIER_SCHEMAS: &[&str] = &[
     include_str!("../../../schemas/avro/history/event_batch.v3.avsc"),
     // v4 → v5: a message carries the end of the turn before it.
     include_str!("../../../schemas/avro/history/event_batch.v4.avsc"),
+    // v5 → v6: embeddings as bytes (two a component), not lists of floats.
+    include_str!("../../../schemas/avro/history/event_batch.v5.avsc"),
 ];
 
 /// Single-object encoding marker.

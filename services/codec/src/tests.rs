@@ -183,12 +183,41 @@ fn without_field(v: Value, name: &str) -> Value {
     }
 }
 
+/// `v` with every embedding in the list branch that v5 and before wrote.
+fn with_float_lists(v: Value) -> Value {
+    match v {
+        Value::Record(fields) => Value::Record(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k, with_float_lists(v)))
+                .collect(),
+        ),
+        Value::Union(2, b) => match *b {
+            Value::Bytes(bytes) => Value::Union(
+                1,
+                Box::new(Value::Array(
+                    chronicle_model::embedding_from_bytes(&bytes)
+                        .unwrap()
+                        .into_iter()
+                        .map(Value::Float)
+                        .collect(),
+                )),
+            ),
+            other => Value::Union(2, Box::new(with_float_lists(other))),
+        },
+        Value::Union(i, b) => Value::Union(i, Box::new(with_float_lists(*b))),
+        Value::Array(items) => Value::Array(items.into_iter().map(with_float_lists).collect()),
+        other => other,
+    }
+}
+
 #[test]
 fn records_of_every_earlier_schema_still_decode() {
     // What each earlier schema lacks: v1 the stage timings, v2 (and v1) the
     // episodes' content embeddings, v3 (and before) the stated windows, v4
-    // (and before) the messages' preceding turns.
-    let lacking: [&[&str]; 4] = [
+    // (and before) the messages' preceding turns; v5 wrote embeddings as
+    // lists of floats.
+    let lacking: [&[&str]; 5] = [
         &[
             "stage_micros",
             "content_embedding",
@@ -204,6 +233,7 @@ fn records_of_every_earlier_schema_still_decode() {
         ],
         &["stated_window", "stated_windows", "preceding_turn"],
         &["preceding_turn"],
+        &[],
     ];
     for (version, (schema, lacks)) in EVENT_BATCH_EARLIER_SCHEMAS.iter().zip(lacking).enumerate() {
         let mut batch = batch_of_every_kind(&group("g"));
@@ -236,7 +266,9 @@ fn records_of_every_earlier_schema_still_decode() {
         assert_ne!(old.fingerprint(), EVENTS.fingerprint(), "v{}", version + 1);
         let value = lacks
             .iter()
-            .fold(batch.to_avro(), |v, name| without_field(v, name));
+            .fold(with_float_lists(batch.to_avro()), |v, name| {
+                without_field(v, name)
+            });
         let bytes = old.encode_value(value).unwrap();
         assert_eq!(EVENTS.decode(&bytes).unwrap(), batch, "v{}", version + 1);
     }
@@ -354,4 +386,21 @@ fn a_non_finite_embedding_value_is_a_malformed_record() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn a_rounded_embedding_costs_two_bytes_a_component_on_the_log() {
+    let mut batch = batch_of_every_kind(&group("g"));
+    let size = |batch: &EventBatch| EVENTS.encode(batch).len();
+    let without = size(&batch);
+    let mut vector: Vec<f32> = (0..384).map(|i| (i as f32 - 192.0) / 400.0).collect();
+    chronicle_model::round_to_half(&mut vector).unwrap();
+    for event in &mut batch.events {
+        if let EventKind::EpisodeRecorded { episode } = &mut event.kind {
+            episode.content_embedding = Some(vector.clone());
+        }
+    }
+    let grown = size(&batch) - without;
+    assert!(grown <= 384 * 2 + 8, "{grown} bytes for 384 components");
+    assert_eq!(EVENTS.decode(&EVENTS.encode(&batch)).unwrap(), batch);
 }

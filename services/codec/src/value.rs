@@ -34,8 +34,17 @@ pub(crate) fn strings(ss: &[String]) -> Value {
     Value::Array(ss.iter().map(|s| Value::String(s.clone())).collect())
 }
 
-pub(crate) fn floats(fs: &[f32]) -> Value {
-    Value::Array(fs.iter().copied().map(Value::Float).collect())
+/// An optional embedding as the `["null", array<float>, bytes]` union, in
+/// its bytes branch: two bytes a component where a list costs four and a
+/// block header.
+pub(crate) fn embedding(v: Option<&[f32]>) -> Value {
+    match v {
+        None => Value::Union(0, Box::new(Value::Null)),
+        Some(v) => Value::Union(
+            2,
+            Box::new(Value::Bytes(chronicle_model::embedding_to_bytes(v))),
+        ),
+    }
 }
 
 pub(crate) fn json(map: &Attributes) -> Value {
@@ -224,7 +233,7 @@ impl Fields {
         }
     }
 
-    pub(crate) fn opt_floats(&mut self, name: &str) -> Result<Option<Vec<f32>>, CodecError> {
+    pub(crate) fn opt_embedding(&mut self, name: &str) -> Result<Option<Vec<f32>>, CodecError> {
         match self.optional(name)? {
             None => Ok(None),
             Some(Value::Array(items)) => items
@@ -241,7 +250,18 @@ impl Fields {
                 })
                 .collect::<Result<_, _>>()
                 .map(Some),
-            Some(other) => Err(self.err(name, "an array", &other)),
+            Some(Value::Bytes(bytes)) => match chronicle_model::embedding_from_bytes(&bytes) {
+                Some(v) if v.iter().all(|f| f.is_finite()) => Ok(Some(v)),
+                Some(_) => Err(CodecError::field(
+                    self.path(name),
+                    "a non-finite value in an embedding; only finite values are allowed",
+                )),
+                None => Err(CodecError::field(
+                    self.path(name),
+                    format!("{} bytes are no embedding", bytes.len()),
+                )),
+            },
+            Some(other) => Err(self.err(name, "an array or bytes", &other)),
         }
     }
 

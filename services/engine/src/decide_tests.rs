@@ -1242,7 +1242,12 @@ async fn a_message_is_keyed_with_the_turn_before_it_and_a_document_alone() {
         apply_batch(&mut s, &batch);
     }
     let vector = |n: u128| vectors[&Uuid::from_u128(n)].clone().expect("embedded");
-    let embed = |t: String| async move { TrigramEmbedder.embed(&[t]).await.unwrap().remove(0) };
+    // as every embedding enters the graph: rounded to half precision
+    let embed = |t: String| async move {
+        let mut v = TrigramEmbedder.embed(&[t]).await.unwrap().remove(0);
+        chronicle_model::round_to_half(&mut v).unwrap();
+        v
+    };
     assert_eq!(vector(1), embed(question.into()).await);
     assert_eq!(vector(2), embed(format!("{question}\n{answer}")).await);
     assert_eq!(

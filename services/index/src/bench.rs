@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use chronicle_model::GroupId;
 use uuid::Uuid;
 
-use crate::vector::normalized;
+use crate::vector::{normalized, stored_unit};
 use crate::{Checkpoint, DocKind, IndexDoc, IndexError, SearchIndex};
 
 /// The shape of a synthetic corpus.
@@ -155,7 +155,7 @@ pub fn exact_top(
         .iter()
         .filter(|d| d.group_id == *group && kinds.contains(&d.kind))
         .filter_map(|d| {
-            let v = normalized(d.vector.as_deref()?)?;
+            let v = stored_unit(d.vector.as_deref()?)?;
             Some((v.iter().zip(&query).map(|(a, b)| a * b).sum(), d.uuid))
         })
         .collect();

@@ -13,7 +13,7 @@ use tantivy::IndexWriter;
 use uuid::Uuid;
 
 use crate::text::TextIndex;
-use crate::vector::{VectorOp, VectorStore, dot, normalized};
+use crate::vector::{VectorOp, VectorStore, dot, normalized, stored_unit};
 use crate::{Checkpoint, DocKind, Hit, IndexDoc, IndexError, IndexOptions, meta};
 
 /// Where the tantivy files live inside the index directory.
@@ -230,7 +230,7 @@ impl SearchIndex {
                         actual: v.len(),
                     });
                 }
-                Some(v) => Some(Arc::<[f32]>::from(normalized(v).ok_or(
+                Some(v) => Some(Arc::<[f32]>::from(stored_unit(v).ok_or(
                     IndexError::InvalidVector {
                         kind: doc.kind,
                         uuid: doc.uuid,

@@ -344,10 +344,10 @@ impl TextIndex {
     }
 }
 
-/// A stored vector; any other length than whole `f32`s is corrupt.
+/// A stored vector; bytes that are no embedding encoding are corrupt.
 fn vector_of(bytes: &[u8]) -> Result<Vec<f32>, IndexError> {
     chronicle_model::embedding_from_bytes(bytes)
-        .ok_or(IndexError::Corrupt("vector bytes not a multiple of 4"))
+        .ok_or(IndexError::Corrupt("vector bytes are no embedding"))
 }
 
 /// A disjunction of term queries (a plain term query for one term).

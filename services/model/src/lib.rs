@@ -19,7 +19,7 @@ mod time;
 
 pub use command::Command;
 pub use community::{Community, Saga};
-pub use embedding::{embedding_from_bytes, embedding_to_bytes};
+pub use embedding::{embedding_from_bytes, embedding_to_bytes, round_to_half};
 pub use entity::{ENTITY_LABEL, Entity, normalize_name};
 pub use episode::{
     Episode, EpisodeType, FactTriple, MAX_TRIPLE_FACT_CHARS, MAX_TRIPLE_NAME_CHARS, NewEpisode,

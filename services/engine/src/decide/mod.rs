@@ -129,9 +129,12 @@ pub enum DecideError {
         /// Texts sent.
         want: usize,
     },
-    /// The embedder returned a NaN or an infinity: written to the log it
-    /// would make the record malformed and poison every distance.
-    #[error("embedder returned a non-finite value for text {text}")]
+    /// The embedder returned a NaN, an infinity, or a value half precision
+    /// cannot hold: written to the log it would make the record malformed
+    /// and poison every distance.
+    #[error(
+        "embedder returned a non-finite value (or one beyond half precision's range) for text {text}"
+    )]
     NonFiniteEmbedding {
         /// Index of the text in the request.
         text: usize,
@@ -449,16 +452,18 @@ impl Decider {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let vectors = self.embedder.embed(&texts).await?;
+        let mut vectors = self.embedder.embed(&texts).await?;
         if vectors.len() != texts.len() {
             return Err(DecideError::EmbeddingCount {
                 got: vectors.len(),
                 want: texts.len(),
             });
         }
+        // The one door through which embeddings enter the graph: rounded to
+        // half precision here, every copy keeps them in two bytes a component.
         if let Some(text) = vectors
-            .iter()
-            .position(|v| v.iter().any(|x| !x.is_finite()))
+            .iter_mut()
+            .position(|v| chronicle_model::round_to_half(v).is_none())
         {
             return Err(DecideError::NonFiniteEmbedding { text });
         }

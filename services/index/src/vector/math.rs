@@ -6,7 +6,8 @@
 //! slice carries everything a distance needs, so the same bytes serve the
 //! exact scan and the HNSW graph. 388 bytes for 384 dimensions instead of
 //! 1,536; the ranking error is removed by rescoring the best candidates
-//! with their stored `f32` vectors (`SearchIndex::vector_search`).
+//! with their stored unit vectors (half precision, as every embedding in
+//! the graph is: `SearchIndex::vector_search`).
 
 use hnsw_rs::prelude::Distance;
 
@@ -45,6 +46,15 @@ pub(crate) fn normalized(v: &[f32]) -> Option<Vec<f32>> {
         return None;
     }
     Some(v.iter().map(|x| x / norm).collect())
+}
+
+/// The unit vector the index keeps for `v`: normalized, then rounded to
+/// half precision like every embedding in the graph (two bytes a component
+/// in the document store). `None` when `v` has no direction.
+pub(crate) fn stored_unit(v: &[f32]) -> Option<Vec<f32>> {
+    let mut unit = normalized(v)?;
+    chronicle_model::round_to_half(&mut unit)?;
+    Some(unit)
 }
 
 /// Bytes of a code beyond its components: the scale.

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use crate::{DocKind, Hit, IndexError, IndexOptions};
 use builder::GraphBuilder;
-pub(crate) use math::{dot, normalized};
+pub(crate) use math::{dot, normalized, stored_unit};
 use set::VectorSet;
 
 /// A staged change to the vectors, applied at commit in order.
