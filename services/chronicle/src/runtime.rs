@@ -46,6 +46,7 @@ pub fn projection(node: &Node) -> Result<Projection, NotInRole> {
         index: node.index()?.clone(),
         partitions: None,
         status: Some(node.status.clone()),
+        index_at_end: false,
     })
 }
 
@@ -55,7 +56,11 @@ pub async fn reproject(node: &Node, on_record: impl FnMut()) -> anyhow::Result<P
     node.store()?.clear().await.context("clearing the store")?;
     node.index()?.clear()?;
     node.index()?.commit(&Default::default())?;
-    projection(node)?.run(None, None, None, on_record).await
+    let rebuild = Projection {
+        index_at_end: true,
+        ..projection(node)?
+    };
+    rebuild.run(None, None, None, on_record).await
 }
 
 /// Starts the processor and the projector.

@@ -92,6 +92,7 @@ pub async fn replay(node: &Node, until: &str, out: &Path) -> anyhow::Result<Proj
     let audit = Projection {
         store,
         index,
+        index_at_end: true,
         ..projection(node)?
     };
     let b = bar(bounds.values().sum(), "replaying");
