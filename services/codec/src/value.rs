@@ -234,34 +234,34 @@ impl Fields {
     }
 
     pub(crate) fn opt_embedding(&mut self, name: &str) -> Result<Option<Vec<f32>>, CodecError> {
-        match self.optional(name)? {
-            None => Ok(None),
+        let vector: Vec<f32> = match self.optional(name)? {
+            None => return Ok(None),
+            // v5 and before: a list of floats
             Some(Value::Array(items)) => items
                 .into_iter()
                 .map(|v| match v {
-                    // A NaN or infinity would poison every distance it enters
-                    // (and the indices' ordering): such a record is malformed.
-                    Value::Float(f) if f.is_finite() => Ok(f),
-                    Value::Float(f) => Err(CodecError::field(
-                        self.path(name),
-                        format!("{f} in an embedding; only finite values are allowed"),
-                    )),
+                    Value::Float(f) => Ok(f),
                     other => Err(self.err(name, "a float", &other)),
                 })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(Value::Bytes(bytes)) => match chronicle_model::embedding_from_bytes(&bytes) {
-                Some(v) if v.iter().all(|f| f.is_finite()) => Ok(Some(v)),
-                Some(_) => Err(CodecError::field(
-                    self.path(name),
-                    "a non-finite value in an embedding; only finite values are allowed",
-                )),
-                None => Err(CodecError::field(
-                    self.path(name),
-                    format!("{} bytes are no embedding", bytes.len()),
-                )),
-            },
-            Some(other) => Err(self.err(name, "an array or bytes", &other)),
+                .collect::<Result<_, _>>()?,
+            Some(Value::Bytes(bytes)) => {
+                chronicle_model::embedding_from_bytes(&bytes).ok_or_else(|| {
+                    CodecError::field(
+                        self.path(name),
+                        format!("{} bytes are no embedding", bytes.len()),
+                    )
+                })?
+            }
+            Some(other) => return Err(self.err(name, "an array or bytes", &other)),
+        };
+        // A NaN or infinity would poison every distance it enters (and the
+        // indices' ordering): such a record is malformed.
+        match vector.iter().find(|f| !f.is_finite()) {
+            Some(f) => Err(CodecError::field(
+                self.path(name),
+                format!("{f} in an embedding; only finite values are allowed"),
+            )),
+            None => Ok(Some(vector)),
         }
     }
 

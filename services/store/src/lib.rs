@@ -35,14 +35,11 @@ pub use scylla::ScyllaStore;
 pub use state::{Decision, LoadedGroup, StateStore};
 pub use totals::Totals;
 
-/// A stored embedding (little-endian `f32` bytes); any other length is a
-/// corrupt record.
+/// A stored embedding (`chronicle_model::embedding_to_bytes`); bytes of any
+/// other shape are a corrupt record.
 pub(crate) fn embedding_of(bytes: &[u8]) -> Result<Vec<f32>, StoreError> {
     chronicle_model::embedding_from_bytes(bytes).ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "an embedding of {} bytes is not a whole number of f32",
-            bytes.len()
-        ))
+        StoreError::Corrupt(format!("{} bytes are no embedding encoding", bytes.len()))
     })
 }
 

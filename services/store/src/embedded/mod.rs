@@ -1,11 +1,11 @@
 //! The embedded store: the projected graph in redb tables.
 //!
-//! Records are JSON without their embeddings; embeddings live as raw `f32`
-//! bytes in their own table (an episode's too; an episode row written by
-//! an earlier version keeps its vector in its JSON and still reads), so the
-//! frequent read-modify-writes of the fold (provenance, invalidations,
-//! summaries) never copy vectors, and a vector costs 4 bytes a component
-//! instead of JSON's 10 to 12. Every table is
+//! Records are JSON without their embeddings; embeddings live as bytes in
+//! their own table (`chronicle_model::embedding_to_bytes`; an episode's too;
+//! an episode row written by an earlier version keeps its vector in its
+//! JSON and still reads), so the frequent read-modify-writes of the fold
+//! (provenance, invalidations, summaries) never copy vectors, and a vector
+//! costs 2 bytes a component (half precision) instead of JSON's 10 to 12. Every table is
 //! keyed by `(group, ...)`, so a group's records are contiguous and a lookup
 //! can never reach another group.
 //!
@@ -56,7 +56,7 @@ const FACTS: TableDefinition<Key, &[u8]> = TableDefinition::new("facts");
 /// `(group, entity, fact) -> other end`: facts of an entity, and neighbours.
 const FACTS_BY_ENTITY: TableDefinition<(&str, u128, u128), u128> =
     TableDefinition::new("facts_by_entity");
-/// `(group, kind, id) -> f32 LE bytes`.
+/// `(group, kind, id) -> embedding bytes`.
 const EMBEDDINGS: TableDefinition<(&str, u8, u128), &[u8]> = TableDefinition::new("embeddings");
 /// `(group, episode) -> entities`.
 const MENTIONS: MultimapTableDefinition<Key, u128> = MultimapTableDefinition::new("mentions");
