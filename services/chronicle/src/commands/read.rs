@@ -430,13 +430,23 @@ impl DecidedSet {
         Ok(DecidedSet::Stored { state, tail })
     }
 
-    fn contains(&self, group: &GroupId, command: Uuid) -> anyhow::Result<bool> {
-        Ok(match self {
-            DecidedSet::Scanned(all) => all.contains(&(group.clone(), command)),
-            DecidedSet::Stored { state, tail } => {
-                tail.contains(&(group.clone(), command)) || state.decided(&[(group, command)])?[0]
-            }
-        })
+    /// How many of `commands` are not decided: one state-store read for all
+    /// of them that the tail does not answer.
+    fn count_undecided(&self, commands: &[(GroupId, Uuid)]) -> anyhow::Result<u64> {
+        let (known, state) = match self {
+            DecidedSet::Scanned(all) => (all, None),
+            DecidedSet::Stored { state, tail } => (tail, Some(state)),
+        };
+        let unknown: Vec<(&GroupId, Uuid)> = commands
+            .iter()
+            .filter(|c| !known.contains(*c))
+            .map(|(g, c)| (g, *c))
+            .collect();
+        let stored = match state {
+            Some(state) => state.decided(&unknown)?.into_iter().filter(|d| *d).count(),
+            None => 0,
+        };
+        Ok((unknown.len() - stored) as u64)
     }
 }
 
@@ -449,8 +459,7 @@ async fn undecided(
     group: Option<&GroupId>,
     decided: &DecidedSet,
 ) -> anyhow::Result<u64> {
-    let mut count = 0;
-    let mut failure = None;
+    let mut commands = Vec::new();
     chronicle_log::scan(
         node.log.as_ref(),
         &node.topics.episodes,
@@ -462,19 +471,12 @@ async fn undecided(
             }
             // An undecodable record is dead-lettered, not pending.
             if let Ok(c) = node.commands.decode(&r.payload) {
-                match decided.contains(c.group_id(), c.uuid()) {
-                    Ok(true) => {}
-                    Ok(false) => count += 1,
-                    Err(e) => failure = failure.take().or(Some(e)),
-                }
+                commands.push((c.group_id().clone(), c.uuid()));
             }
         },
     )
     .await?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(count),
-    }
+    decided.count_undecided(&commands)
 }
 
 /// Prints a running server's status of one group.
