@@ -96,6 +96,11 @@ pub enum BenchCommand {
             default_value = "MEMORY_HYBRID_SEARCH_RRF,EPISODE_HYBRID_SEARCH_RRF,COMBINED_HYBRID_SEARCH_RRF"
         )]
         recipes: Vec<String>,
+        /// Also write each question's first 50 results per recipe here (JSON
+        /// lines: question, category, evidence, ranked turn names), to see
+        /// where the evidence of a miss ranked.
+        #[arg(long)]
+        ranks: Option<PathBuf>,
     },
     /// Costs as the history grows: ingest rate and memory per window,
     /// restart, disk per fact, a CLI read at rest, search and rebuild, on a

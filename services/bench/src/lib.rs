@@ -236,7 +236,18 @@ pub async fn run(cli: cli::BenchCli) -> anyhow::Result<ExitCode> {
             questions,
             k,
             recipes,
-        } => crate::recall::run(&settings, &episodes, &questions, &k, &recipes).await?,
+            ranks,
+        } => {
+            crate::recall::run(
+                &settings,
+                &episodes,
+                &questions,
+                &k,
+                &recipes,
+                ranks.as_deref(),
+            )
+            .await?
+        }
         #[cfg(feature = "bench-fakes")]
         BenchCommand::Communities { entities } => crate::communities::run(&entities).await?,
         #[cfg(not(feature = "bench-fakes"))]

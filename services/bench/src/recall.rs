@@ -102,6 +102,9 @@ fn turns_of(item: &ResultItem, with_context: bool) -> BTreeSet<String> {
         .collect()
 }
 
+/// How many results per question `--ranks` writes.
+const RANKS_DEPTH: usize = 50;
+
 /// Runs the benchmark.
 pub async fn run(
     settings: &Settings,
@@ -109,6 +112,7 @@ pub async fn run(
     questions: &Path,
     ks: &[usize],
     recipes: &[String],
+    ranks: Option<&Path>,
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut s = settings.clone();
@@ -166,6 +170,7 @@ pub async fn run(
     let ingest_seconds = started.elapsed().as_secs_f64();
 
     let k_max = ks.iter().copied().max().unwrap_or(10);
+    let mut rank_lines = String::new();
     let query = Query::new(node.sources()?);
     let mut bm25 = Tally::default();
     let mut tallies: Vec<(String, Tally, Tally, Vec<Duration>)> = recipes
@@ -194,7 +199,27 @@ pub async fn run(
             strict.add(category, ks, &ranked, &q.evidence);
             let ranked: Vec<_> = results.iter().map(|r| turns_of(r, true)).collect();
             context.add(category, ks, &ranked, &q.evidence);
+            if ranks.is_some() {
+                // A deeper list of its own: the scored one stays at `k_max`.
+                let request = SearchRequest::recipe(&q.question, recipe, RANKS_DEPTH)?;
+                let deep = query.search(&group, &request).await?.results;
+                let names: Vec<_> = deep.iter().flat_map(|r| turns_of(r, false)).collect();
+                rank_lines.push_str(
+                    &json!({
+                        "recipe": recipe,
+                        "question": q.question,
+                        "category": category,
+                        "evidence": q.evidence,
+                        "ranked": names,
+                    })
+                    .to_string(),
+                );
+                rank_lines.push('\n');
+            }
         }
+    }
+    if let Some(path) = ranks {
+        fs_err::write(path, rank_lines)?;
     }
     let mut searches = serde_json::Map::new();
     for (recipe, strict, context, mut latencies) in tallies {

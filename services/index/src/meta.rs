@@ -9,8 +9,11 @@ use serde::{Deserialize, Serialize};
 use crate::IndexError;
 
 const FILE: &str = "chronicle-index.json";
-/// Bumped when the on-disk layout changes incompatibly.
-const FORMAT: u32 = 2;
+/// Bumped when the on-disk layout or the text analysis changes
+/// incompatibly (3: stop words leave the text). An index of an older format
+/// is a projection like any other: it is cleared and re-filled from the
+/// store, the way a lost index directory is.
+const FORMAT: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -19,7 +22,8 @@ struct Meta {
 }
 
 /// Checks that `dir` was built for `dimension`, or records it if `dir` is
-/// new. Returns whether the directory was new.
+/// new (or of an older format, cleared first). Returns whether the
+/// directory is new.
 pub(crate) fn ensure(dir: &Path, text_dir: &Path, dimension: usize) -> Result<bool, IndexError> {
     let path = dir.join(FILE);
     match fs::read(&path) {
@@ -28,6 +32,25 @@ pub(crate) fn ensure(dir: &Path, text_dir: &Path, dimension: usize) -> Result<bo
                 path: path.clone(),
                 source,
             })?;
+            if meta.format < FORMAT {
+                tracing::warn!(
+                    path = %dir.display(),
+                    found = meta.format,
+                    format = FORMAT,
+                    "index of an older format: cleared, to be re-filled from the store"
+                );
+                fs::remove_dir_all(text_dir)
+                    .or_else(|e| match e.kind() {
+                        std::io::ErrorKind::NotFound => Ok(()),
+                        _ => Err(e),
+                    })
+                    .map_err(|source| IndexError::Io {
+                        path: text_dir.to_path_buf(),
+                        source,
+                    })?;
+                write_atomically(dir, &path, dimension)?;
+                return Ok(true);
+            }
             if meta.format != FORMAT {
                 return Err(IndexError::UnsupportedFormat {
                     path: dir.to_path_buf(),

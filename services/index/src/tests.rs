@@ -126,6 +126,32 @@ fn bm25_ranks_relevant_documents_first_with_stemming() {
 }
 
 #[test]
+fn function_words_do_not_outweigh_the_word_that_matters() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    index
+        .upsert(vec![
+            fact(
+                1,
+                "g",
+                "Melanie: Wow, that's cool, Caroline! What happened? Did you hear anything?",
+            ),
+            fact(
+                2,
+                "g",
+                "Caroline: Researching adoption agencies, a dream of mine.",
+            ),
+        ])
+        .unwrap();
+    index.commit(&cp(1)).unwrap();
+    // Without stop words the first turn matches "what", "did" and
+    // "caroline" and outranks the only turn with the question's one content
+    // word.
+    assert_eq!(text(&index, "g", "What did Caroline research?")[0], id(2));
+    assert!(text(&index, "g", "what did you do there").is_empty());
+}
+
+#[test]
 fn text_search_never_sees_another_group() {
     let dir = tempfile::tempdir().unwrap();
     let index = open(dir.path());
@@ -464,6 +490,34 @@ fn dimension_is_fixed_per_directory() {
 }
 
 #[test]
+fn an_index_of_an_older_format_is_cleared_and_a_newer_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = open(dir.path());
+    index.upsert(vec![fact(1, "g", "hello world")]).unwrap();
+    index.commit(&cp(3)).unwrap();
+    drop(index);
+    let meta = dir.path().join("chronicle-index.json");
+    let with_format = |format: u32| {
+        std::fs::write(&meta, format!(r#"{{"format":{format},"dimension":{DIM}}}"#)).unwrap();
+    };
+    with_format(2);
+    // Cleared: no documents and no checkpoint, so the projector re-fills
+    // it from the store.
+    let index = open(dir.path());
+    assert_eq!(index.checkpoint(), Checkpoint::new());
+    assert!(text(&index, "g", "hello").is_empty());
+    index.upsert(vec![fact(1, "g", "hello world")]).unwrap();
+    index.commit(&cp(3)).unwrap();
+    drop(index);
+    assert_eq!(text(&open(dir.path()), "g", "hello"), [id(1)]);
+    with_format(99);
+    assert!(matches!(
+        SearchIndex::open(dir.path(), DIM),
+        Err(IndexError::UnsupportedFormat { found: 99, .. })
+    ));
+}
+
+#[test]
 fn invalid_vectors_reject_the_whole_batch() {
     let dir = tempfile::tempdir().unwrap();
     let index = open(dir.path());
@@ -519,7 +573,7 @@ fn hostile_or_empty_queries_are_plain_text() {
     }
     for query in [
         "title:gate",
-        "AND",
+        "GATE",
         "gate AND",
         "\"digital logic",
         "(logic",
@@ -1004,14 +1058,14 @@ fn ties_rank_by_uuid() {
             .upsert(
                 batch
                     .iter()
-                    .map(|n| doc(DocKind::Fact, *n, "g", "same words", Some(v)))
+                    .map(|n| doc(DocKind::Fact, *n, "g", "equal words", Some(v)))
                     .collect(),
             )
             .unwrap();
         index.commit(&cp(batch[0] as u64)).unwrap();
     }
     index
-        .upsert(vec![doc(DocKind::Entity, 2, "g", "same words", Some(v))])
+        .upsert(vec![doc(DocKind::Entity, 2, "g", "equal words", Some(v))])
         .unwrap();
     index.commit(&cp(20)).unwrap();
     let g = group("g");
@@ -1031,7 +1085,7 @@ fn ties_rank_by_uuid() {
         assert!(hits.iter().all(|h| h.score == hits[0].score), "{hits:?}");
     }
     // A single kind's cut too.
-    let facts = index.text_search(&g, &[DocKind::Fact], "same", 2).unwrap();
+    let facts = index.text_search(&g, &[DocKind::Fact], "equal", 2).unwrap();
     assert_eq!(ids(&facts), [id(1), id(2)]);
     let facts = index.vector_search(&g, &[DocKind::Fact], &v, 2).unwrap();
     assert_eq!(ids(&facts), [id(1), id(2)]);

@@ -20,7 +20,9 @@ use tantivy::schema::{
     BytesOptions, FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema,
     TextFieldIndexing, TextOptions, Value,
 };
-use tantivy::tokenizer::TextAnalyzer;
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{
     DocId, Index, IndexReader, IndexWriter, Opstamp, ReloadPolicy, Score, Searcher, SegmentReader,
     TantivyDocument, Term,
@@ -32,6 +34,154 @@ use crate::{DocKind, Hit, IndexDoc, IndexError, IndexOptions};
 /// Longer queries keep their first this many distinct terms: enough for any
 /// question, and a bound on the cost of a pasted document.
 pub(crate) const MAX_QUERY_TERMS: usize = 64;
+
+/// The text field's analysis: tantivy's `en_stem` (simple tokens, long
+/// ones dropped, lower case, English stems) with English function words
+/// removed before stemming. Questions are mostly function words ("what did
+/// you ...") that short turns share by chance; left in, they outweigh the
+/// one content word that matters.
+const ANALYZER: &str = "chronicle_en";
+
+/// The English function words the analyzer removes: the common list of
+/// pronouns, auxiliaries, articles, prepositions and question words (as in
+/// NLTK's English list, without its contraction fragments).
+const STOP_WORDS: &[&str] = &[
+    "i",
+    "me",
+    "my",
+    "myself",
+    "we",
+    "our",
+    "ours",
+    "ourselves",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "he",
+    "him",
+    "his",
+    "himself",
+    "she",
+    "her",
+    "hers",
+    "herself",
+    "it",
+    "its",
+    "itself",
+    "they",
+    "them",
+    "their",
+    "theirs",
+    "themselves",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "this",
+    "that",
+    "these",
+    "those",
+    "am",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "having",
+    "do",
+    "does",
+    "did",
+    "doing",
+    "a",
+    "an",
+    "the",
+    "and",
+    "but",
+    "if",
+    "or",
+    "because",
+    "as",
+    "until",
+    "while",
+    "of",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "against",
+    "between",
+    "into",
+    "through",
+    "during",
+    "before",
+    "after",
+    "above",
+    "below",
+    "to",
+    "from",
+    "up",
+    "down",
+    "in",
+    "out",
+    "on",
+    "off",
+    "over",
+    "under",
+    "again",
+    "further",
+    "then",
+    "once",
+    "here",
+    "there",
+    "when",
+    "where",
+    "why",
+    "how",
+    "all",
+    "any",
+    "both",
+    "each",
+    "few",
+    "more",
+    "most",
+    "other",
+    "some",
+    "such",
+    "no",
+    "nor",
+    "not",
+    "only",
+    "own",
+    "same",
+    "so",
+    "than",
+    "too",
+    "very",
+    "can",
+    "will",
+    "just",
+    "should",
+    "now",
+];
+
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(
+            STOP_WORDS.iter().map(|w| (*w).to_owned()),
+        ))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
 
 /// Fast fields that identify a document, also the tie-breakers of ranking.
 const KIND: &str = "kind";
@@ -105,7 +255,7 @@ fn schema() -> Schema {
     builder.add_text_field("scope", STRING);
     builder.add_text_field("group", STORED);
     let text = TextFieldIndexing::default()
-        .set_tokenizer("en_stem")
+        .set_tokenizer(ANALYZER)
         .set_index_option(IndexRecordOption::WithFreqs);
     builder.add_text_field("text", TextOptions::default().set_indexing_options(text));
     builder.add_bytes_field("vector", BytesOptions::default().set_stored());
@@ -148,6 +298,7 @@ impl TextIndex {
             })?;
             Index::create_in_dir(path, schema())?
         };
+        index.tokenizers().register(ANALYZER, analyzer());
         let fields = Fields::of(&index.schema())?;
         let writer =
             index.writer_with_num_threads(options.writer_threads, options.writer_memory_bytes)?;

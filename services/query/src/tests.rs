@@ -148,7 +148,7 @@ async fn the_turn_that_said_it_comes_first_with_its_facts() {
     let f = project(alice_story()).await;
     let g = group("tenant-a");
     let results = Query::at(&f.sources, now())
-        .search(&g, &memory("Where does Alice work? ByteDance", 3))
+        .search(&g, &memory("Who works at ByteDance?", 3))
         .await
         .unwrap()
         .results;
@@ -305,7 +305,7 @@ async fn a_when_question_lifts_the_turn_that_says_when() {
     let mut items = session(
         &a,
         1,
-        &["Alice: Hiking, hiking, I could talk about hiking all day."],
+        &["Alice: Hiking, hiking boots, I could talk about hiking all day."],
         "2023-05-10T09:00:00Z",
     );
     items.extend(session(
@@ -321,7 +321,7 @@ async fn a_when_question_lifts_the_turn_that_says_when() {
         let a = &a;
         async move { q.search(a, &memory(query, 2)).await.unwrap().results[0].uuid }
     };
-    assert_eq!(first("what about hiking").await, Uuid::from_u128(1));
+    assert_eq!(first("what about hiking boots").await, Uuid::from_u128(1));
     assert_eq!(first("when did Alice go hiking").await, Uuid::from_u128(2));
 }
 
